@@ -1,0 +1,76 @@
+"""The ``jupiter`` command: wires the sub-commands of every package together.
+
+Each sub-command lives in ``jupiter/commands/<name>.py`` with ``add_parser(subparsers)``; its handler
+returns the exit code. Modules are imported lazily per command so that ``jupiter score`` does not pay for
+importing torch. Bad input exits with code 2 and one line on stderr naming the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from typing import Sequence
+
+from jupiter import __version__
+from jupiter.task import TaskError
+
+__all__ = ["main", "build_parser"]
+
+#: sub-command name → module that defines ``add_parser(subparsers)``
+COMMANDS: dict[str, str] = {
+    "solve": "jupiter.commands.solve",
+    "score": "jupiter.commands.score",
+    "value": "jupiter.commands.value",
+    "nbqa": "jupiter.commands.nbqa",
+    "bench": "jupiter.commands.bench",
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jupiter",
+        description="Tree search over Jupyter-notebook states for multi-step data analysis.",
+    )
+    parser.add_argument("--version", action="version", version=f"jupiter {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        if only is not None and name != only:
+            subparsers.add_parser(name, help=f"(see jupiter {name} --help)")
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("jupiter.commands"):
+                continue  # that command is not part of this build
+            raise
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=command if command in COMMANDS else None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except TaskError as exc:
+        print(f"jupiter: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("jupiter: interrupted; finished work is saved and a rerun resumes from it", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``jupiter`` sub-command; each defines ``add_parser(subparsers)``."""

