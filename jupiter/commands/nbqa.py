@@ -1,0 +1,121 @@
+"""``jupiter nbqa <stage>``: the NbQA pipeline, one sub-command per stage.
+
+crawl → filter → extract → verify → export, plus stats. Every stage reads and writes JSONL files and
+folders, skips ids it has already finished (so a killed run resumes), shows a progress bar and prints the
+counts per outcome at the end as one JSON object on stdout. Handlers return the exit code: 0 done, 1 the
+stage ran but something failed on every input, 2 bad arguments or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = ["add_parser"]
+
+log = logging.getLogger(__name__)
+
+
+def _progress(desc: str):
+    def wrap(items: Iterable[Any]) -> Iterable[Any]:
+        from tqdm import tqdm
+
+        return tqdm(items, desc=desc, unit="nb", file=sys.stderr, disable=None)
+
+    return wrap
+
+
+def _emit(report: Any) -> None:
+    data = asdict(report) if is_dataclass(report) else dict(report)
+    print(json.dumps(data, default=str, sort_keys=True))
+
+
+def _fail(message: str) -> int:
+    print(f"jupiter nbqa: error: {message}", file=sys.stderr)
+    return 2
+
+
+# ----------------------------------------------------------------------------------------------- crawl
+
+
+def _add_crawl(inner: argparse._SubParsersAction) -> None:
+    p = inner.add_parser("crawl", help="search GitHub for notebooks, download them and the data they read")
+    p.add_argument("--out", type=Path, required=True, help="output folder (state, notebooks.jsonl, files)")
+    p.add_argument("--query", default="read_csv extension:ipynb", help="code-search query (without size:)")
+    p.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL", "https://api.github.com"),
+                   help="GitHub REST base URL (GitHub Enterprise: https://HOST/api/v3); env GITHUB_API_URL")
+    p.add_argument("--min-size", type=int, default=1000, help="smallest notebook size in bytes to search")
+    p.add_argument("--max-size", type=int, default=2_000_000, help="largest notebook size in bytes to search")
+    p.add_argument("--max-notebooks", type=int, default=None, help="stop after downloading this many")
+    p.add_argument("--max-data-bytes", type=int, default=20 * 2**20, help="skip data files larger than this")
+    p.set_defaults(handler=_run_crawl)
+
+
+def _run_crawl(args: argparse.Namespace) -> int:
+    from nbqa_pipeline.crawl import CrawlConfig, crawl
+    from nbqa_pipeline.github import GitHubClient
+
+    try:
+        config = CrawlConfig(
+            query=args.query, min_size=args.min_size, max_size=args.max_size,
+            max_notebooks=args.max_notebooks, max_data_bytes=args.max_data_bytes,
+        )
+    except ValueError as exc:
+        return _fail(str(exc))
+    client = GitHubClient(args.api_url, token=os.environ.get("GITHUB_TOKEN"), cache_dir=args.out / "etag-cache")
+    report = crawl(client, args.out, config, progress=_progress("download"))
+    _emit(report)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- filter
+
+
+def _add_filter(inner: argparse._SubParsersAction) -> None:
+    p = inner.add_parser("filter", help="rule-based filters and diversity caps over crawled notebooks")
+    p.add_argument("input", type=Path, help="notebooks JSONL (crawl's notebooks.jsonl, or a MANIFEST.jsonl)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="folder the records' local_path is relative to (default: the input's folder)")
+    p.add_argument("--out", type=Path, required=True, help="output folder (filter.jsonl, selected.jsonl)")
+    p.add_argument("--min-code-lines", type=int, default=40)
+    p.add_argument("--min-rows", type=int, default=20)
+    p.add_argument("--no-caps", action="store_true", help="skip the per-repository and per-data caps")
+    p.set_defaults(handler=_run_filter)
+
+
+def _run_filter(args: argparse.Namespace) -> int:
+    from nbqa_pipeline.diversity import DiversityConfig
+    from nbqa_pipeline.filter_stage import run_filter
+    from nbqa_pipeline.filters import FilterConfig
+    from nbqa_pipeline.jsonl import read_jsonl
+
+    if not args.input.is_file():
+        return _fail(f"{args.input}: no such file")
+    try:
+        config = FilterConfig(min_code_lines=args.min_code_lines, min_rows=args.min_rows)
+        report = run_filter(
+            read_jsonl(args.input), args.root or args.input.parent, args.out, config,
+            None if args.no_caps else DiversityConfig(), progress=_progress("filter"),
+        )
+    except ValueError as exc:
+        return _fail(str(exc))
+    _emit(report)
+    return 0
+
+
+STAGES = (_add_crawl, _add_filter)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``nbqa`` and its stage sub-commands on the top-level ``subparsers``."""
+    parser = subparsers.add_parser("nbqa", help="build the NbQA dataset: crawl, filter, extract, verify, export")
+    inner = parser.add_subparsers(dest="nbqa_stage", metavar="STAGE")
+    for add in STAGES:
+        add(inner)
+    parser.set_defaults(handler=lambda args: parser.print_help() or 2)
