@@ -355,10 +355,10 @@ def load_task_file(path: str | Path, data_dir: str | Path | None = None, check_f
         raise TaskError(f"{path}: not a UTF-8 text file") from None
     try:
         task = task_from_record(record, _bases(path, data_dir), where=str(path))
+        return task.with_files_checked() if check_files else task
     except TaskError as exc:
         message = str(exc)
         raise TaskError(message if message.startswith(str(path)) else f"{path}: {message}") from None
-    return task.with_files_checked() if check_files else task
 
 
 def load_tasks(
