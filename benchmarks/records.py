@@ -1,0 +1,245 @@
+"""Per-task result lines and the append-only results file that makes benchmark runs resumable.
+
+A run writes one JSON line per task to ``results.jsonl`` as soon as that task's search finishes, flushed and
+fsynced, so an interrupted run loses at most the trees in flight; a rerun reads the ids already there and
+skips them. A torn last line (a crash mid-write) is ignored and overwritten by the rerun.
+
+A line holds everything a report needs without the tree: the decided answer, the vote and value answers,
+every candidate with the iteration it was found in, the label, the cost counters, and benchmark-specific
+fields added by the runner (``extra``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+__all__ = ["CandidateRecord", "TaskRecord", "ResultsLog", "record_from_result", "candidate_iteration"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CandidateRecord:
+    """One answer node of a tree: its answer text, voting key, value and the iteration that found it."""
+
+    tag: str
+    answer: str
+    key: str
+    value: float
+    iteration: int | None
+    visits: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tag": self.tag,
+            "answer": self.answer,
+            "key": self.key,
+            "value": self.value,
+            "iteration": self.iteration,
+            "visits": self.visits,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CandidateRecord":
+        return cls(
+            tag=str(d.get("tag", "")),
+            answer=str(d.get("answer", "")),
+            key=str(d.get("key", "")),
+            value=float(d.get("value") or 0.0),
+            iteration=None if d.get("iteration") is None else int(d["iteration"]),
+            visits=int(d.get("visits") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task's line in ``results.jsonl``."""
+
+    id: str
+    benchmark: str
+    answer: str | None
+    vote_answer: str | None = None
+    value_answer: str | None = None
+    decided_by: str = ""
+    candidates: tuple[CandidateRecord, ...] = ()
+    label: str | None = None
+    iterations: int = 0
+    nodes: int = 0
+    model_calls: int = 0
+    seconds: float = 0.0
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "id": self.id,
+            "benchmark": self.benchmark,
+            "answer": self.answer,
+            "vote_answer": self.vote_answer,
+            "value_answer": self.value_answer,
+            "decided_by": self.decided_by,
+            "candidates": [c.to_dict() for c in self.candidates],
+            "label": self.label,
+            "iterations": self.iterations,
+            "nodes": self.nodes,
+            "model_calls": self.model_calls,
+            "seconds": self.seconds,
+            "stats": dict(self.stats),
+            "error": self.error,
+        }
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TaskRecord":
+        known = {"id", "benchmark", "answer", "vote_answer", "value_answer", "decided_by", "candidates", "label",
+                 "iterations", "nodes", "model_calls", "seconds", "stats", "error"}
+        return cls(
+            id=str(d["id"]),
+            benchmark=str(d.get("benchmark", "")),
+            answer=d.get("answer"),
+            vote_answer=d.get("vote_answer"),
+            value_answer=d.get("value_answer"),
+            decided_by=str(d.get("decided_by") or ""),
+            candidates=tuple(CandidateRecord.from_dict(c) for c in d.get("candidates") or ()),
+            label=d.get("label"),
+            iterations=int(d.get("iterations") or 0),
+            nodes=int(d.get("nodes") or 0),
+            model_calls=int(d.get("model_calls") or 0),
+            seconds=float(d.get("seconds") or 0.0),
+            stats=dict(d.get("stats") or {}),
+            error=d.get("error"),
+            extra={k: v for k, v in d.items() if k not in known},
+        )
+
+
+def candidate_iteration(node: Any) -> int | None:
+    """The search iteration in which an answer node was created, when the tree recorded it."""
+    for name in ("iteration", "created_iteration"):
+        value = getattr(node, name, None)
+        if isinstance(value, int):
+            return value
+    timings = getattr(node, "timings", None) or {}
+    value = timings.get("iteration") if isinstance(timings, Mapping) else None
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def record_from_result(result: Any, benchmark: str, extra: Mapping[str, Any] | None = None) -> TaskRecord:
+    """A ``search.SearchResult`` → TaskRecord (the tree itself is saved separately, if at all)."""
+    tree = result.tree
+    candidates = []
+    for c in result.candidates:
+        node = tree[c.tag] if tree is not None and c.tag in tree else None
+        candidates.append(
+            CandidateRecord(
+                tag=c.tag,
+                answer=c.answer,
+                key=c.key,
+                value=float(c.value),
+                iteration=candidate_iteration(node) if node is not None else None,
+                visits=int(getattr(c, "visits", 0) or 0),
+            )
+        )
+    task = getattr(tree, "task", None)
+    stats = result.stats
+    return TaskRecord(
+        id=str(result.task_id),
+        benchmark=benchmark,
+        answer=result.answer,
+        vote_answer=result.vote_answer,
+        value_answer=result.value_answer,
+        decided_by=str(result.decided_by),
+        candidates=tuple(candidates),
+        label=getattr(task, "label", None),
+        iterations=int(stats.iterations),
+        nodes=int(stats.nodes),
+        model_calls=int(stats.model_calls),
+        seconds=round(float(stats.wall_seconds), 3),
+        stats=stats.to_dict(),
+        error=result.error,
+        extra=dict(extra or {}),
+    )
+
+
+class ResultsLog:
+    """``results.jsonl`` of a run: append one line per finished task; read back the finished ids.
+
+    Safe to append from several threads. Lines for an id already present are not written again.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair()
+        self._done = {r["id"] for r in self._read_raw()}
+
+    def _repair(self) -> None:
+        """Drop a torn last line left by a crash, so appends start on a fresh line."""
+        if not self.path.is_file():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            log.warning("%s: dropping an incomplete last line (%d bytes)", self.path, len(data) - cut)
+            with open(self.path, "r+b") as handle:
+                handle.truncate(cut)
+
+    def _read_raw(self) -> Iterator[dict[str, Any]]:
+        if not self.path.is_file():
+            return
+        for number, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning("%s:%d: skipping a line that is not JSON", self.path, number)
+                continue
+            if isinstance(record, dict) and "id" in record:
+                record["id"] = str(record["id"])
+                yield record
+
+    @property
+    def done_ids(self) -> set[str]:
+        return set(self._done)
+
+    def append(self, record: TaskRecord) -> bool:
+        """Write ``record`` (False, and nothing written, when its id is already done)."""
+        line = json.dumps(record.to_dict(), ensure_ascii=False, default=str)
+        with self._lock:
+            if record.id in self._done:
+                return False
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            self._done.add(record.id)
+        return True
+
+    def records(self) -> list[TaskRecord]:
+        """Every finished task, first line per id."""
+        seen: set[str] = set()
+        out = []
+        for raw in self._read_raw():
+            if raw["id"] not in seen:
+                seen.add(raw["id"])
+                out.append(TaskRecord.from_dict(raw))
+        return out
+
+
+def write_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Write rows as JSONL in one go (for derived files such as the official ``responses.jsonl``)."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+    os.replace(tmp, path)

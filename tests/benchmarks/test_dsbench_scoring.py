@@ -1,0 +1,79 @@
+"""DSBench: every task maps to a registered metric; submissions score; RPG with the official g and b."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from benchmarks.dsbench import DsbenchSpec, load_specs, normalized_performance, rpg, score_submission
+from benchmarks.dsbench.tasks import OVERRIDES
+from benchmarks.metrics import METRICS, MetricError
+
+
+def rmse_spec(name="toy-regression", baseline=4.0):
+    return DsbenchSpec(name=name, metric="rmse", value_col="y", gt=0.0, baseline=baseline, higher_is_better=False)
+
+
+def test_every_official_task_has_a_registered_metric_with_its_direction(bench_shared):
+    specs = load_specs(bench_shared / "dsbench" / "tasks.json")
+    assert len(specs) == 74
+    for spec in specs:
+        assert spec.metric in METRICS, spec.name
+        assert METRICS[spec.metric].direction.higher_is_better == spec.higher_is_better, spec.name
+    used = {s.metric for s in specs}
+    assert {"roc_auc", "rmse", "rmsle", "accuracy", "f1", "log_loss", "quadratic_weighted_kappa",
+            "normalized_gini", "r2", "pearson", "mean_spearman", "word_jaccard", "map_at_3", "mcrmse",
+            "smape", "mae"} <= used
+    assert set(OVERRIDES) <= {s.name for s in specs}
+
+
+def test_correct_submission_scores_perfectly(tmp_path, make_task):
+    paths = make_task(tmp_path)
+    good = paths["test"].sample(frac=1.0, random_state=1)  # shuffled rows: aligned by id
+    score = score_submission(rmse_spec(), paths["answers"], good.to_csv(index=False).encode())
+    assert score.ok and score.value == pytest.approx(0.0)
+    assert score.normalized == pytest.approx(1.0)
+
+
+def test_imperfect_submission_expected_rmse_and_rpg(tmp_path, make_task):
+    paths = make_task(tmp_path)
+    off = paths["test"].assign(y=paths["test"]["y"] + 1.0)
+    score = score_submission(rmse_spec(), paths["answers"], off)
+    assert score.value == pytest.approx(1.0)
+    assert score.normalized == pytest.approx((1.0 - 4.0) / (0.0 - 4.0))  # 0.75
+    worse = paths["test"].assign(y=paths["test"]["y"] + 10.0)
+    assert score_submission(rmse_spec(), paths["answers"], worse).normalized == 0.0  # below baseline → 0
+
+
+def test_bad_submissions_are_failures_with_reasons(tmp_path, make_task):
+    paths = make_task(tmp_path)
+    spec = rmse_spec()
+    assert score_submission(spec, paths["answers"], None).error == "no submission file"
+    missing = score_submission(spec, paths["answers"], paths["test"].iloc[:3])
+    assert not missing.ok and "missing" in missing.error
+    text = score_submission(spec, paths["answers"], paths["test"].assign(y="high"))
+    assert not text.ok and "numbers" in text.error
+    garbage = score_submission(spec, paths["answers"], b"\x00\x01not,a\ncsv")
+    assert not garbage.ok
+    with pytest.raises(MetricError, match="not found"):
+        score_submission(spec, tmp_path / "nope.csv", paths["test"])
+
+
+def test_value_col_fallback_and_frame_metric(tmp_path):
+    answers = pd.DataFrame({"ForecastId": [1, 2, 3], "ConfirmedCases": [1.0, 2.0, 3.0], "Fatalities": [0.0, 1.0, 0.0]})
+    spec = DsbenchSpec("covid", "frame_rmsle", "count", 0.0, 1.5, False)
+    assert score_submission(spec, answers, answers.copy()).value == pytest.approx(0.0)
+    spec2 = DsbenchSpec("s3e16", "mae", "yield", 0.0, 2.3, False)  # value_col copied from another task
+    a2 = pd.DataFrame({"id": [1, 2], "Age": [3.0, 5.0]})
+    assert score_submission(spec2, a2, a2.assign(Age=[4.0, 5.0])).value == pytest.approx(0.5)
+
+
+def test_rpg_counts_missing_tasks_as_zero():
+    specs = [
+        DsbenchSpec("a", "roc_auc", "t", 1.0, 0.5, True),
+        DsbenchSpec("b", "rmse", "t", 0.0, 4.0, False),
+        DsbenchSpec("c", "rmse", "t", 0.0, 4.0, False),
+    ]
+    values = {"a": 0.75, "b": 1.0}  # c has no result
+    assert normalized_performance(0.75, specs[0]) == pytest.approx(0.5)
+    assert rpg(values, specs) == pytest.approx((0.5 + 0.75 + 0.0) / 3)
