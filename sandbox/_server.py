@@ -1,0 +1,406 @@
+"""The runtime process: one IPython ``InteractiveShell`` serving framed requests on a Unix socket.
+
+Started by the host as ``python _server.py '<json settings>'`` (inside bubblewrap when available). The first
+process is the *zygote*: a clean shell that never runs user code; every notebook state is a ``fork()`` of the
+zygote or of another state, so a branch costs only the pages it later writes (copy-on-write).
+
+Process tree rules (why they look like this):
+- the zygote is a child sub-reaper, and every forked runtime is re-parented to it (double fork), then asks for
+  ``SIGKILL`` when the zygote dies: closing or evicting one state never kills its descendants, while the death
+  of the zygote (or of the host, which the zygote follows) takes every runtime with it — no orphans;
+- each runtime leads its own process group, so the host can kill a busy branch and whatever it spawned;
+- the zygote reaps every exited runtime (SIGCHLD handler): no zombies.
+
+Only the standard library and IPython are imported here; the frame format comes from ``protocol.py`` loaded
+by path, and this folder is removed from ``sys.path`` so that user cells cannot import our modules by accident.
+"""
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
+    sys.path.pop(0)
+
+import builtins  # noqa: E402
+import ctypes  # noqa: E402
+import faulthandler  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+
+
+def _load_protocol():
+    spec = importlib.util.spec_from_file_location("_jupiter_sandbox_protocol", os.path.join(_HERE, "protocol.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+protocol = _load_protocol()
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_libc = ctypes.CDLL(None, use_errno=True)
+
+_RLIMITS = {
+    "as": resource.RLIMIT_AS,
+    "nproc": resource.RLIMIT_NPROC,
+    "fsize": resource.RLIMIT_FSIZE,
+    "cpu": resource.RLIMIT_CPU,
+}
+
+
+class _Collector:
+    """Outputs of one cell in nbformat shape, capped at ``cap`` characters (the rest is counted, not kept)."""
+
+    def __init__(self, cap):
+        self.cap = cap
+        self.size = 0
+        self.dropped = 0
+        self.outputs = []
+
+    def _take(self, n):
+        if self.size + n <= self.cap:
+            self.size += n
+            return n
+        room = max(0, self.cap - self.size)
+        self.size += room
+        self.dropped += n - room
+        return room
+
+    def stream(self, name, text):
+        if not text:
+            return
+        kept = self._take(len(text))
+        if not kept:
+            return
+        text = text[:kept]
+        last = self.outputs[-1] if self.outputs else None
+        if last is not None and last["output_type"] == "stream" and last["name"] == name:
+            last["_chunks"].append(text)
+        else:
+            self.outputs.append({"output_type": "stream", "name": name, "_chunks": [text]})
+
+    def rich(self, output):
+        size = sum(len(v) if isinstance(v, str) else len(json.dumps(v)) for v in output.get("data", {}).values())
+        if self.size + size > self.cap:
+            self.dropped += size
+            return
+        self.size += size
+        self.outputs.append(output)
+
+    def error(self, ename, evalue, traceback):
+        self.outputs.append({"output_type": "error", "ename": ename, "evalue": evalue, "traceback": list(traceback)})
+
+    def clear(self):
+        self.outputs = []
+
+    def finish(self):
+        done = []
+        for out in self.outputs:
+            if out["output_type"] == "stream":
+                out = {"output_type": "stream", "name": out["name"], "text": "".join(out["_chunks"])}
+            done.append(out)
+        return done
+
+
+_current = _Collector(0)
+
+
+class _Stream:
+    """sys.stdout / sys.stderr replacement that feeds the current collector."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, name):
+        self.name = name
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        _current.stream(self.name, text)
+        return len(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        return None
+
+    def isatty(self):
+        return False
+
+    def readable(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        import io
+
+        raise io.UnsupportedOperation("the sandbox's captured output has no file descriptor")
+
+
+def _no_input(*_args, **_kwargs):
+    raise RuntimeError("input() is not available in the sandbox: cells cannot read from stdin")
+
+
+def _make_shell():
+    from IPython.core.displayhook import DisplayHook
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets import Type
+    from traitlets.config import Config
+
+    class CapturingDisplayHook(DisplayHook):
+        """Turns the last expression's value into an ``execute_result`` output."""
+
+        def start_displayhook(self):
+            self._pending = None
+
+        def write_output_prompt(self):
+            return None
+
+        def write_format_data(self, format_dict, md_dict=None):
+            self._pending = (format_dict, md_dict or {})
+
+        def finish_displayhook(self):
+            if self._pending is not None:
+                data, meta = self._pending
+                _current.rich({"output_type": "execute_result", "execution_count": self.shell.execution_count,
+                               "data": data, "metadata": meta})
+            self._pending = None
+
+    class CapturingDisplayPublisher(DisplayPublisher):
+        """Turns ``display()`` calls (and inline figures) into ``display_data`` outputs."""
+
+        def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **_kw):
+            _current.rich({"output_type": "display_data", "data": data, "metadata": metadata or {}})
+
+        def clear_output(self, wait=False):
+            _current.clear()
+
+    class SandboxShell(InteractiveShell):
+        displayhook_class = Type(CapturingDisplayHook)
+        display_pub_class = Type(CapturingDisplayPublisher)
+
+        def _showtraceback(self, etype, evalue, stb):
+            _current.error(getattr(etype, "__name__", str(etype)), str(evalue), stb)
+
+        def system(self, cmd):  # `!cmd` output must be captured like ipykernel does, not go to fd 1
+            import subprocess
+
+            proc = subprocess.run(self.var_expand(cmd, depth=1), shell=True, capture_output=True, text=True,
+                                  errors="replace", check=False)
+            _current.stream("stdout", proc.stdout)
+            _current.stream("stderr", proc.stderr)
+            self.user_ns["_exit_code"] = proc.returncode
+
+        system_raw = system
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    shell = SandboxShell.instance(config=config)
+    return shell
+
+
+class Server:
+    def __init__(self, settings):
+        self.settings = settings
+        self.cap = int(settings["output_cap"])
+        self.fault_dir = settings["fault_dir"]
+        self.conn = socket.socket(fileno=int(settings["fd"]))
+        self.zygote_pid = os.getpid()
+        self.is_zygote = True
+        self.shell = _make_shell()
+        self._fault_file = None
+        self._arm_faulthandler()
+
+    # ---- process plumbing -------------------------------------------------------------------------------
+    def _arm_faulthandler(self):
+        if self._fault_file is not None:
+            self._fault_file.close()
+        path = os.path.join(self.fault_dir, f"{os.getpid()}.txt")
+        try:
+            self._fault_file = open(path, "w")  # noqa: SIM115 - lives as long as the process
+            faulthandler.enable(file=self._fault_file)
+        except OSError:
+            self._fault_file = None
+
+    def _threads(self):
+        try:
+            return len(os.listdir("/proc/self/task"))
+        except OSError:
+            import threading
+
+            return threading.active_count()
+
+    def _fork(self, request, fds):
+        """Fork this runtime into a new one served on ``fds[0]`` with working directory ``request['workspace']``."""
+        threads = self._threads()
+        if threads > 1:
+            for fd in fds:
+                os.close(fd)
+            return {"ok": False, "reason": f"{threads} live threads: fork is unsafe"}
+        if not fds:
+            return {"ok": False, "reason": "no socket passed with the fork request"}
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                if not self.is_zygote and os.fork() != 0:
+                    os._exit(0)
+                self._become_child(request, fds[0])
+            except BaseException:  # noqa: BLE001 - a half-born child must never return into the parent's loop
+                os._exit(70)
+            return None
+        for fd in fds:
+            os.close(fd)
+        if not self.is_zygote:
+            os.waitpid(pid, 0)
+        return {"ok": True}
+
+    def _become_child(self, request, fd):
+        os.close(self.conn.detach())
+        self.conn = socket.socket(fileno=fd)
+        if self.is_zygote:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        self.is_zygote = False
+        os.setpgid(0, 0)
+        deadline = time.monotonic() + 10
+        while os.getppid() != self.zygote_pid:
+            if time.monotonic() > deadline:
+                os._exit(71)
+            time.sleep(0.0005)
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != self.zygote_pid:
+            os._exit(72)
+        dest = request["workspace"]
+        if request.get("copy", True):
+            shutil.copytree(os.getcwd(), dest, symlinks=True)
+        os.chdir(dest)
+        os.environ["PWD"] = dest
+        self._arm_faulthandler()
+        protocol.send_frame(self.conn, {"op": "hello", "pid": os.getpid()})
+
+    # ---- requests ---------------------------------------------------------------------------------------
+    def _run(self, request):
+        global _current
+        _current = _Collector(self.cap)
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Stream("stdout"), _Stream("stderr")
+        started = time.monotonic()
+        try:
+            result = self.shell.run_cell(request["code"], store_history=True, silent=False)
+        finally:
+            sys.stdout, sys.stderr = saved
+        collector, _current = _current, _Collector(0)
+        return {
+            "op": "result",
+            "outputs": collector.finish(),
+            "success": bool(result.success),
+            "execution_count": result.execution_count,
+            "duration_s": time.monotonic() - started,
+            "dropped_chars": collector.dropped,
+        }
+
+    def _info(self):
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return {"op": "info", "pid": os.getpid(), "threads": self._threads(), "cwd": os.getcwd(),
+                "maxrss_kb": usage.ru_maxrss, "uid": os.getuid()}
+
+    def serve(self):
+        while True:
+            try:
+                request, fds, _pid = protocol.recv_frame(self.conn, want_fds=True)
+            except protocol.ConnectionClosed:
+                os._exit(0)
+            op = request.get("op")
+            if op == "run":
+                reply = self._run(request)
+            elif op == "fork":
+                reply = self._fork(request, fds)
+                if reply is None:  # we are the new child: greet was sent, serve the new socket
+                    continue
+            elif op == "info":
+                reply = self._info()
+            elif op == "close":
+                protocol.send_frame(self.conn, {"op": "closed"})
+                os._exit(0)
+            else:
+                reply = {"op": "error", "message": f"unknown op {op!r}"}
+            protocol.send_frame(self.conn, reply)
+
+
+def _reap(_signum, _frame):
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _drop_privileges(uid):
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def _start(settings):
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if settings.get("uid") is not None:
+        _drop_privileges(int(settings["uid"]))
+    for name, value in settings.get("rlimits", {}).items():
+        if value is not None:
+            resource.setrlimit(_RLIMITS[name], (int(value), int(value)))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large file is an OSError in the cell, not a death
+    signal.signal(signal.SIGCHLD, _reap)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    builtins.input = _no_input
+    import getpass
+
+    getpass.getpass = _no_input
+    os.chdir(settings["home"])
+    server = Server(settings)
+    preloaded = []
+    for module in settings.get("preload", []):
+        try:
+            importlib.import_module(module)
+            preloaded.append(module)
+        except ImportError:
+            pass
+    check = server._run({"code": "1+1"})
+    server.shell.reset(new_session=False)
+    server.shell.execution_count = 1
+    return server, preloaded, check
+
+
+def main():
+    settings = json.loads(sys.argv[1])
+    try:
+        server, preloaded, check = _start(settings)
+    except BaseException as exc:  # noqa: BLE001 - report any start-up failure to the host, then exit
+        protocol.send_frame(socket.socket(fileno=int(settings["fd"])), {
+            "op": "hello", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
+        os._exit(3)
+    protocol.send_frame(server.conn, {"op": "hello", "pid": os.getpid(), "preloaded": preloaded,
+                                      "self_check": check, "threads": server._threads(), "uid": os.getuid()})
+    server.serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Sandbox settings: one frozen, validated value object (errors name the bad field)."""
+from __future__ import annotations
+
+import enum
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+__all__ = ["Backend", "Isolation", "SandboxConfig", "ConfigError"]
+
+
+class ConfigError(ValueError):
+    """A SandboxConfig field has a bad value; the message names the field."""
+
+
+class Backend(str, enum.Enum):
+    """How notebook states are kept.
+
+    FORK: a state is a live IPython process; ``branch()`` forks it (copy-on-write, O(1) in path length).
+    KERNEL: any installed Jupyter kernel through jupyter_client; ``branch()`` starts a kernel and replays the
+    recorded cells (the reference behaviour, and the way to run non-Python kernels).
+    """
+
+    FORK = "fork"
+    KERNEL = "kernel"
+
+
+class Isolation(str, enum.Enum):
+    """AUTO: bubblewrap when ``bwrap`` works here, else rlimits only (one warning). BWRAP: required. NONE: off."""
+
+    AUTO = "auto"
+    BWRAP = "bwrap"
+    NONE = "none"
+
+
+_MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Settings of one :class:`sandbox.Sandbox`.
+
+    Limits are per runtime process (a notebook state); ``None`` means "no limit" for the optional caps.
+    """
+
+    backend: Backend = Backend.FORK
+    """FORK (default) or KERNEL; plain strings ``"fork"``/``"kernel"`` are accepted."""
+    timeout_s: float = 180.0
+    """Default wall-clock limit of one cell (seconds); the busy runtime is killed when it passes."""
+    max_live_states: int = 64
+    """Most states kept as live processes; least-recently-used ones beyond are evicted (rebuilt by replay)."""
+    max_memory_mb: float | None = None
+    """Budget for the summed unique memory (USS) of live states; None: count cap only."""
+    memory_limit_mb: int | None = 4096
+    """RLIMIT_AS of each runtime process (address space, MiB)."""
+    cpu_limit_s: int | None = 3600
+    """RLIMIT_CPU of each runtime process (CPU seconds over its life)."""
+    max_processes: int | None = 512
+    """RLIMIT_NPROC (only enforced for a non-root user: see ``run_as_uid``)."""
+    max_file_size_mb: int | None = 1024
+    """RLIMIT_FSIZE: largest file a cell may write (MiB); bigger writes fail with an OSError in the cell."""
+    max_output_chars: int = 1_000_000
+    """Output kept per cell (characters of text and rich data); the rest is dropped and counted (TRUNCATED)."""
+    observation_chars: int = 4000
+    """Default length of :meth:`Execution.observation` text (head + tail are kept, the middle is cut)."""
+    isolation: Isolation = Isolation.AUTO
+    """Bubblewrap isolation: AUTO, BWRAP (fail if unavailable) or NONE."""
+    run_as_uid: int | None = 65534
+    """When the host runs as root and bubblewrap is used, runtimes drop to this uid (so that RLIMIT_NPROC and
+    file permissions apply). None keeps the host's uid."""
+    kernel_name: str = "python3"
+    """Jupyter kernel used by the KERNEL backend."""
+    preload_modules: tuple[str, ...] = ("numpy", "pandas")
+    """Modules imported once in the zygote so that every state shares their pages (best effort)."""
+    root_dir: Path | None = None
+    """Where workspaces live (a fresh temporary folder when None). Removed on close only when created here."""
+    python: str = field(default=sys.executable)
+    """Python interpreter of the FORK runtime (needs IPython)."""
+    startup_timeout_s: float = 120.0
+    """Longest wait for a runtime or kernel to start and pass its ``1+1`` self-check."""
+
+    def __post_init__(self) -> None:
+        def fail(name: str, why: str) -> None:
+            raise ConfigError(f"SandboxConfig.{name}: {why} (got {getattr(self, name)!r})")
+
+        for name, enum_type in (("backend", Backend), ("isolation", Isolation)):
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, enum_type(value))
+            except ValueError:
+                fail(name, f"must be one of {[m.value for m in enum_type]}")
+        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
+            fail("timeout_s", "must be a positive number of seconds")
+        if not (isinstance(self.max_live_states, int) and self.max_live_states >= 1):
+            fail("max_live_states", "must be an integer >= 1")
+        for name in ("max_memory_mb", "memory_limit_mb", "cpu_limit_s", "max_processes", "max_file_size_mb"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and value > 0):
+                fail(name, "must be positive or None")
+        if self.memory_limit_mb is not None and self.memory_limit_mb < 256:
+            fail("memory_limit_mb", "must be at least 256 MiB (Python and IPython need it to start)")
+        for name in ("max_output_chars", "observation_chars"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 100):
+                fail(name, "must be an integer >= 100")
+        if self.run_as_uid is not None and not (isinstance(self.run_as_uid, int) and self.run_as_uid > 0):
+            fail("run_as_uid", "must be a positive uid or None")
+        if not (isinstance(self.kernel_name, str) and self.kernel_name):
+            fail("kernel_name", "must be a non-empty kernel name")
+        if isinstance(self.preload_modules, str) or not all(isinstance(m, str) for m in self.preload_modules):
+            fail("preload_modules", "must be a tuple of module names")
+        object.__setattr__(self, "preload_modules", tuple(self.preload_modules))
+        if self.root_dir is not None:
+            object.__setattr__(self, "root_dir", Path(self.root_dir))
+        if not (isinstance(self.startup_timeout_s, (int, float)) and self.startup_timeout_s > 0):
+            fail("startup_timeout_s", "must be a positive number of seconds")
+
+    def rlimits(self) -> dict[str, int | None]:
+        """The rlimits a runtime applies to itself, in the units ``setrlimit`` wants."""
+        return {
+            "as": None if self.memory_limit_mb is None else int(self.memory_limit_mb * _MB),
+            "cpu": None if self.cpu_limit_s is None else int(self.cpu_limit_s),
+            "nproc": None if self.max_processes is None else int(self.max_processes),
+            "fsize": None if self.max_file_size_mb is None else int(self.max_file_size_mb * _MB),
+        }
+
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self))

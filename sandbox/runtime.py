@@ -1,0 +1,345 @@
+"""Host side of the forking backend: the zygote process and handles of forked runtimes.
+
+A runtime handle talks to one process over its own Unix socket (``protocol``). The host kills a busy runtime
+by process group (it leads its own group), using the pid the kernel reported through ``SO_PASSCRED`` — the
+runtime may live in a PID namespace where its own pid means nothing to us.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sandbox import protocol
+from sandbox.config import SandboxConfig
+from sandbox.isolation import IsolationPlan
+from sandbox.workspace import Layout
+
+__all__ = ["RawResult", "RuntimeDied", "RuntimeTimeout", "StartupError", "ForkRuntime", "Zygote", "uss_bytes",
+           "runtime_env"]
+
+log = logging.getLogger(__name__)
+_SERVER = Path(__file__).resolve().parent / "_server.py"
+_PR_SET_PDEATHSIG = 1
+
+
+class StartupError(RuntimeError):
+    """A runtime or kernel failed to start or failed its ``1+1`` self-check (the message names why)."""
+
+
+class RuntimeDied(RuntimeError):
+    """The runtime process vanished while serving a request."""
+
+
+class RuntimeTimeout(RuntimeError):
+    """The cell ran past its time limit; the runtime was killed."""
+
+
+@dataclass(frozen=True)
+class RawResult:
+    """A cell's result as the runtime reported it (before status mapping)."""
+
+    outputs: list[dict[str, Any]]
+    success: bool
+    execution_count: int | None
+    duration_s: float
+    dropped_chars: int
+
+
+def uss_bytes(pid: int) -> int:
+    """Unique (private) memory of a process in bytes, 0 if it is gone."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    total += int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return 0
+    return total
+
+
+def pss_bytes(pid: int) -> int:
+    """Proportional set size of a process in bytes (shared pages split among sharers), 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return 0
+    return 0
+
+
+def runtime_env(layout: Layout) -> dict[str, str]:
+    """Environment of runtime processes: one BLAS/OpenMP thread (fork safety), Agg-based inline figures."""
+    env = dict(os.environ)
+    env.update({
+        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMEXPR_NUM_THREADS": "1",
+        "VECLIB_MAXIMUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false",
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        "HOME": str(layout.home), "IPYTHONDIR": str(layout.home / ".ipython"),
+        "MPLCONFIGDIR": str(layout.home / ".matplotlib"), "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1", "JPY_PARENT_PID": str(os.getpid()),
+    })
+    env.pop("PYTHONSTARTUP", None)
+    return env
+
+
+def _kill_group(pid: int) -> None:
+    for _ in range(20):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            break
+        time.sleep(0.002)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _request_fork(sock: socket.socket, request: dict, deadline: float) -> tuple[socket.socket, int, int] | None:
+    """Ask the runtime on ``sock`` to fork. Returns ``(socket, host_pid, ns_pid)`` of the child, or None when the
+    runtime refused (unsafe to fork). Raises RuntimeDied / protocol.FrameTimeout."""
+    host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    host_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    try:
+        try:
+            protocol.send_frame(sock, request, fds=(child_end.fileno(),))
+        finally:
+            child_end.close()
+        reply, _, _ = protocol.recv_frame(sock, deadline)
+        if not reply.get("ok"):
+            log.info("runtime refused to fork: %s", reply.get("reason"))
+            host_end.close()
+            return None
+        hello, _, host_pid = protocol.recv_frame(host_end, deadline, want_creds=True)
+    except protocol.ConnectionClosed as exc:
+        host_end.close()
+        raise RuntimeDied(f"runtime died during fork: {exc}") from exc
+    except BaseException:
+        host_end.close()
+        raise
+    if host_pid is None:
+        host_end.close()
+        raise RuntimeDied("forked runtime did not report credentials")
+    return host_end, host_pid, int(hello["pid"])
+
+
+class ForkRuntime:
+    """Handle of one live runtime process holding one notebook state. Not thread-safe (one State owns it)."""
+
+    can_fork = True
+
+    def __init__(self, sock: socket.socket, host_pid: int, ns_pid: int, generation: int, workspace: Path,
+                 zygote: "Zygote") -> None:
+        self.sock = sock
+        self.pid = host_pid
+        self.ns_pid = ns_pid
+        self.generation = generation
+        self.workspace = workspace
+        self.zygote = zygote
+        self.closed = False
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed and _pid_alive(self.pid)
+
+    def run(self, code: str, timeout_s: float) -> RawResult:
+        """Run a cell. Raises RuntimeTimeout (the process was killed) or RuntimeDied."""
+        if self.closed:
+            raise RuntimeDied("runtime already closed")
+        deadline = time.monotonic() + timeout_s
+        try:
+            protocol.send_frame(self.sock, {"op": "run", "code": code})
+            reply, _, _ = protocol.recv_frame(self.sock, deadline)
+        except protocol.FrameTimeout as exc:
+            self.kill()
+            raise RuntimeTimeout(f"cell exceeded its {timeout_s:g} s time limit and was stopped") from exc
+        except (protocol.ConnectionClosed, BrokenPipeError, ConnectionResetError) as exc:
+            self.kill()
+            raise RuntimeDied(self._death_note()) from exc
+        return RawResult(outputs=reply["outputs"], success=reply["success"],
+                         execution_count=reply.get("execution_count"), duration_s=reply["duration_s"],
+                         dropped_chars=int(reply.get("dropped_chars", 0)))
+
+    def fork(self, workspace: Path, generation: int, timeout_s: float) -> "ForkRuntime | None":
+        """A new runtime holding a copy of this state, working in ``workspace`` (copied from ours).
+        None when forking is unsafe (extra live threads)."""
+        try:
+            got = _request_fork(self.sock, {"op": "fork", "workspace": str(workspace), "copy": True},
+                                time.monotonic() + timeout_s)
+        except (protocol.ConnectionClosed, BrokenPipeError, ConnectionResetError) as exc:
+            self.kill()
+            raise RuntimeDied(self._death_note()) from exc
+        if got is None:
+            return None
+        sock, host_pid, ns_pid = got
+        return ForkRuntime(sock, host_pid, ns_pid, generation, workspace, self.zygote)
+
+    def info(self, timeout_s: float = 30.0) -> dict:
+        protocol.send_frame(self.sock, {"op": "info"})
+        reply, _, _ = protocol.recv_frame(self.sock, time.monotonic() + timeout_s)
+        return reply
+
+    def _death_note(self) -> str:
+        note = "the runtime process died while running the cell (e.g. os._exit, a crash or a kill signal)"
+        path = self.zygote.layout.faults / f"{self.ns_pid}.txt"
+        try:
+            text = path.read_text(errors="replace").strip()
+        except OSError:
+            text = ""
+        if text:
+            note += ": " + text.splitlines()[0]
+        return note
+
+    def memory_bytes(self) -> int:
+        return uss_bytes(self.pid)
+
+    def kill(self) -> None:
+        """Kill the process group now (used for timeouts and eviction of a busy or broken runtime)."""
+        if not self.closed:
+            self.closed = True
+            _kill_group(self.pid)
+            self.sock.close()
+            self._forget_fault_file()
+
+    def close(self) -> None:
+        """End the runtime. Its forked descendants live on (they are children of the zygote)."""
+        self.kill()
+
+    def _forget_fault_file(self) -> None:
+        try:
+            (self.zygote.layout.faults / f"{self.ns_pid}.txt").unlink()
+        except OSError:
+            pass
+
+
+class Zygote:
+    """The first runtime of a Sandbox: a clean shell (preloaded modules) that every root state is forked from.
+
+    It is started from a dedicated long-lived thread, because ``PR_SET_PDEATHSIG`` fires when the *thread*
+    that started a process exits, and the sandbox may be created from a short-lived worker thread.
+    """
+
+    def __init__(self, config: SandboxConfig, layout: Layout, plan: IsolationPlan) -> None:
+        self.config = config
+        self.layout = layout
+        self.plan = plan
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._started = threading.Event()
+        self._proc: subprocess.Popen | None = None
+        self._error: BaseException | None = None
+        host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock = host_end
+        settings = {
+            "fd": child_end.fileno(), "output_cap": config.max_output_chars, "fault_dir": str(layout.faults),
+            "home": str(layout.home), "rlimits": config.rlimits(), "uid": plan.uid,
+            "preload": list(config.preload_modules),
+        }
+        self._cmd = [*plan.prefix, config.python, str(_SERVER), json.dumps(settings)]
+        self._child_end = child_end
+        self._thread = threading.Thread(target=self._own_process, name="sandbox-zygote", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        child_end.close()
+        if self._error is not None:
+            raise StartupError(f"cannot start the sandbox runtime ({self._cmd[0]}): {self._error}")
+        try:
+            hello, _, _ = protocol.recv_frame(self.sock, time.monotonic() + config.startup_timeout_s)
+        except (protocol.ConnectionClosed, protocol.FrameTimeout) as exc:
+            detail = self._stderr_after_close()
+            raise StartupError(f"sandbox runtime failed to start with {config.python} "
+                               f"(isolation={'bwrap' if plan.bwrap else 'none'}): {exc}; stderr: {detail}") from exc
+        if "error" in hello:
+            self.close()
+            raise StartupError(f"sandbox runtime self-check failed: {hello['error']} — is IPython installed for "
+                               f"{config.python}?\n{hello.get('traceback', '')}")
+        check = hello["self_check"]
+        result = next((o for o in check["outputs"] if o["output_type"] == "execute_result"), None)
+        if result is None or result["data"].get("text/plain") != "2":
+            self.close()
+            raise StartupError(f"sandbox runtime self-check `1+1` did not give 2: {check['outputs']}")
+        self.preloaded = tuple(hello.get("preloaded", ()))
+        self.threads = int(hello.get("threads", 1))
+        self.uid = hello.get("uid")
+
+    def _own_process(self) -> None:
+        def pdeathsig() -> None:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+        try:
+            self._proc = subprocess.Popen(self._cmd, pass_fds=(self._child_end.fileno(),),
+                                          env=runtime_env(self.layout), stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                          preexec_fn=pdeathsig, start_new_session=True)
+        except OSError as exc:
+            self._error = exc
+        finally:
+            self._started.set()
+        if self._proc is not None:
+            self._stop.wait()
+
+    def _stderr_after_close(self) -> str:
+        proc = self._proc
+        text = ""
+        if proc is not None and proc.stderr is not None:
+            if proc.poll() is None:
+                proc.kill()
+            text = proc.stderr.read().decode(errors="replace")[-4000:]
+        self.close()
+        return text.strip() or "(empty)"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def spawn(self, workspace: Path, generation: int) -> ForkRuntime:
+        """A fresh notebook state (a fork of the clean shell) working in the existing folder ``workspace``."""
+        with self._lock:
+            got = _request_fork(self.sock, {"op": "fork", "workspace": str(workspace), "copy": False},
+                                time.monotonic() + self.config.startup_timeout_s)
+        if got is None:
+            raise StartupError("the zygote refused to fork (it has extra threads)")
+        sock, host_pid, ns_pid = got
+        return ForkRuntime(sock, host_pid, ns_pid, generation, workspace, self)
+
+    def close(self) -> None:
+        """End the zygote; every runtime forked from it dies with it (PDEATHSIG, PID namespace)."""
+        try:
+            self.sock.close()
+        finally:
+            proc = self._proc
+            if proc is not None and proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    proc.kill()
+                proc.wait(timeout=30)
+            if proc is not None and proc.stderr is not None and not proc.stderr.closed:
+                proc.stderr.close()
+            self._stop.set()
+            self._thread.join(timeout=5)

@@ -1,0 +1,379 @@
+"""``Sandbox``: owns every runtime process of a set of notebook states, their snapshot budget and files."""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from sandbox.config import Backend, SandboxConfig
+from sandbox.execution import ExecError, ExecStatus, Execution
+from sandbox.isolation import IsolationPlan, bwrap_works, plan_isolation
+from sandbox.runtime import RuntimeDied, RuntimeTimeout, StartupError, Zygote
+from sandbox.state import CellRecord, State, StateClosedError
+from sandbox.workspace import Layout
+
+__all__ = ["Sandbox", "SandboxStats", "StateLostError", "SandboxClosedError"]
+
+log = logging.getLogger(__name__)
+
+
+class StateLostError(RuntimeError):
+    """A state could not be rebuilt (its replay hit an infrastructure failure); the state is unusable."""
+
+
+class SandboxClosedError(RuntimeError):
+    """The sandbox was closed."""
+
+
+@dataclass(frozen=True)
+class SandboxStats:
+    """Counters of one Sandbox. ``replays`` counts rebuilds of a state by replaying recorded cells (after an
+    eviction, a failure, an unsafe fork, or every branch on the KERNEL backend); ``fork_fallbacks`` the branches
+    that could not fork (extra live threads) and replayed instead."""
+
+    backend: str
+    isolated: bool
+    forks: int
+    replays: int
+    replayed_cells: int
+    fork_fallbacks: int
+    evictions: int
+    live_states: int
+    states: int
+    runs: int
+    timeouts: int
+    memory_limits: int
+    deaths: int
+
+
+@dataclass(frozen=True)
+class _RootInfo:
+    inputs_dir: Path
+    input_names: tuple[str, ...]
+
+
+class Sandbox:
+    """Runs notebook cells in states that branch cheaply. Use as a context manager (``close()`` ends every
+    process it started).
+
+    >>> with Sandbox(SandboxConfig()) as sb:
+    ...     root = sb.open_root(input_files=[Path("data.csv")])
+    ...     child = root.branch(); ex = child.run("1+1")
+    """
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        cfg = self.config
+        self._lock = threading.RLock()
+        self._states: dict[int, State] = {}
+        self._live: "OrderedDict[int, State]" = OrderedDict()
+        self._ids = itertools.count(1)
+        self._generations = itertools.count(1)
+        self._cell_uids = itertools.count(1)
+        self._counts = {k: 0 for k in ("forks", "replays", "replayed_cells", "fork_fallbacks", "evictions",
+                                       "runs", "timeouts", "memory_limits", "deaths")}
+        self._closed = False
+        self._zygote: Zygote | None = None
+        self._kernels: Any = None
+        drop_uid = (cfg.backend == Backend.FORK and os.geteuid() == 0 and cfg.run_as_uid is not None
+                    and cfg.isolation.value != "none" and bwrap_works())
+        self.layout = Layout(cfg.root_dir, shared_writable=drop_uid)
+        try:
+            if cfg.backend == Backend.FORK:
+                self.isolation: IsolationPlan = plan_isolation(cfg, self.layout.root, (self.layout.inputs,))
+                self._zygote = Zygote(cfg, self.layout, self.isolation)
+            else:
+                from sandbox.kernel import KernelFactory
+
+                self.isolation = IsolationPlan(bwrap=False, uid=None, prefix=())
+                self._kernels = KernelFactory(cfg, self.layout)
+        except BaseException:
+            self.layout.cleanup()
+            raise
+
+    # ---- context manager ----------------------------------------------------------------------------------
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # ---- public API ---------------------------------------------------------------------------------------
+    def open_root(self, input_files: Iterable[Path | str] = ()) -> State:
+        """A fresh notebook state whose working directory shows ``input_files`` (read-only, by name)."""
+        self._check_open()
+        workspace, inputs_dir = self.layout.make_root_workspace(Path(p) for p in input_files)
+        info = _RootInfo(inputs_dir=inputs_dir, input_names=tuple(sorted(os.listdir(inputs_dir))))
+        state = State(self, next(self._ids), workspace, (), None, info)
+        with state._lock:
+            runtime = self._fresh_runtime(state, reuse_workspace=True)
+            self._attach(state, runtime)
+        return state
+
+    def stats(self) -> SandboxStats:
+        with self._lock:
+            return SandboxStats(backend=self.config.backend.value, isolated=self.isolation.bwrap,
+                                live_states=len(self._live), states=len(self._states), **self._counts)
+
+    def live_memory_bytes(self) -> int:
+        """Summed unique memory (USS) of the live states' processes."""
+        with self._lock:
+            runtimes = [s._runtime for s in self._live.values() if s._runtime is not None]
+        return sum(rt.memory_bytes() for rt in runtimes)
+
+    def close(self) -> None:
+        """Stop every process this sandbox started and delete its temporary folders. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            states = list(self._states.values())
+            self._live.clear()
+        for state in states:
+            runtime, state._runtime = state._runtime, None
+            state._closed = True
+            if runtime is not None:
+                runtime.close()
+        if self._zygote is not None:
+            self._zygote.close()
+        self.layout.cleanup()
+
+    # ---- internals used by State ----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxClosedError("the sandbox is closed")
+
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[key] += n
+
+    def _run(self, state: State, code: str, timeout: float | None) -> Execution:
+        if not isinstance(code, str):
+            raise TypeError(f"State.run: code must be a str, got {type(code).__name__}")
+        timeout_s = self.config.timeout_s if timeout is None else float(timeout)
+        if timeout_s <= 0:
+            raise ValueError(f"State.run: timeout must be positive, got {timeout}")
+        with state._lock:
+            self._check_open()
+            state._check_open()
+            runtime = self._ensure_live(state)
+            self._count("runs")
+            started = time.monotonic()
+            try:
+                raw = runtime.run(code, timeout_s)
+            except RuntimeTimeout as exc:
+                self._count("timeouts")
+                return self._failure(state, code, ExecStatus.TIMEOUT, "TimeoutError", str(exc), started)
+            except RuntimeDied as exc:
+                self._count("deaths")
+                return self._failure(state, code, ExecStatus.DIED, "RuntimeDied", str(exc), started)
+            outputs = tuple(raw.outputs)
+            error = next((o for o in outputs if o["output_type"] == "error"), None)
+            exec_error = None if error is None else ExecError(error["ename"], error["evalue"],
+                                                              tuple(error["traceback"]))
+            if not raw.success and error is not None and error["ename"] == "MemoryError":
+                self._count("memory_limits")
+                self._drop_runtime(state)
+                return self._execution(code, ExecStatus.MEMORY_LIMIT, outputs, raw.duration_s,
+                                       raw.execution_count, exec_error, raw.dropped_chars, runtime.generation)
+            if not raw.success:
+                status = ExecStatus.ERROR
+                if exec_error is None:
+                    exec_error = ExecError("Error", "the cell failed without an error message")
+            else:
+                status = ExecStatus.TRUNCATED if raw.dropped_chars else ExecStatus.OK
+            state._history = state._history + (CellRecord(next(self._cell_uids), code),)
+            self._touch(state)
+            return self._execution(code, status, outputs, raw.duration_s, raw.execution_count, exec_error,
+                                   raw.dropped_chars, runtime.generation)
+
+    def _branch(self, parent: State) -> State:
+        with parent._lock:
+            self._check_open()
+            parent._check_open()
+            child = State(self, next(self._ids), self.layout.new_state_dir(), parent._history, parent,
+                          parent._root_info)
+            with child._lock:
+                runtime = None
+                for _attempt in range(2):
+                    source = self._ensure_live(parent)
+                    if not source.can_fork:
+                        break
+                    try:
+                        runtime = source.fork(child._workspace, next(self._generations),
+                                              self.config.startup_timeout_s)
+                    except RuntimeDied:
+                        self._drop_runtime(parent)
+                        continue
+                    if runtime is None:
+                        self._count("fork_fallbacks")
+                    else:
+                        self._count("forks")
+                    break
+                if runtime is None:
+                    runtime = self._rebuild(child, skip=parent)
+                self._attach(child, runtime)
+            self._touch(parent)
+        return child
+
+    def _close_state(self, state: State) -> None:
+        with state._lock:
+            if state._closed:
+                return
+            state._closed = True
+            with self._lock:
+                self._states.pop(state.id, None)
+                self._live.pop(state.id, None)
+            runtime, state._runtime = state._runtime, None
+            if runtime is not None:
+                runtime.close()
+            if not self._closed:
+                self.layout.discard(state._workspace)
+
+    # ---- runtime bookkeeping ----------------------------------------------------------------------------------
+    def _ensure_live(self, state: State) -> Any:
+        """The state's runtime, rebuilding it by replay when it was evicted or lost. Caller holds state._lock."""
+        runtime = state._runtime
+        if runtime is not None and not runtime.closed:
+            return runtime
+        runtime = self._rebuild(state, skip=None)
+        self._attach(state, runtime)
+        return runtime
+
+    def _rebuild(self, state: State, skip: State | None) -> Any:
+        """A new runtime holding ``state``: fork the nearest live ancestor whose history is a prefix of the
+        state's, then replay the remaining recorded cells; from a fresh runtime when no ancestor qualifies."""
+        target = state._history
+        runtime = None
+        done = 0
+        ancestor = state.parent
+        self.layout.discard(state._workspace)
+        while ancestor is not None and runtime is None:
+            candidate = ancestor
+            ancestor = ancestor.parent
+            if candidate is skip or candidate._closed or candidate._runtime is None:
+                continue
+            n = len(candidate._history)
+            if n > len(target) or candidate._history != target[:n]:
+                continue
+            if not candidate._lock.acquire(blocking=False):
+                continue
+            try:
+                source = candidate._runtime
+                if source is None or source.closed or not source.can_fork:
+                    continue
+                try:
+                    runtime = source.fork(state._workspace, next(self._generations), self.config.startup_timeout_s)
+                except RuntimeDied:
+                    self._drop_runtime(candidate)
+                    runtime = None
+                if runtime is None:
+                    self._count("fork_fallbacks")
+                else:
+                    self._count("forks")
+                    done = n
+            finally:
+                candidate._lock.release()
+        if runtime is None:
+            runtime = self._fresh_runtime(state, reuse_workspace=False)
+        self._count("replays")
+        for record in target[done:]:
+            try:
+                raw = runtime.run(record.code, self.config.timeout_s)
+            except (RuntimeTimeout, RuntimeDied) as exc:
+                runtime.close()
+                raise StateLostError(f"state {state.id} could not be rebuilt: replaying a recorded cell failed "
+                                     f"({exc})") from exc
+            if not raw.success:
+                log.debug("replayed cell of state %s raised again (expected for recorded errors)", state.id)
+            self._count("replayed_cells")
+        return runtime
+
+    def _fresh_runtime(self, state: State, reuse_workspace: bool) -> Any:
+        info: _RootInfo = state._root_info
+        if not reuse_workspace:
+            state._workspace.mkdir(parents=True)
+            os.chmod(state._workspace, self.layout.states.stat().st_mode & 0o777)
+            for name in info.input_names:
+                (state._workspace / name).symlink_to(info.inputs_dir / name)
+        generation = next(self._generations)
+        if self._zygote is not None:
+            return self._zygote.spawn(state._workspace, generation)
+        return self._kernels.start(state._workspace, generation)
+
+    def _attach(self, state: State, runtime: Any) -> None:
+        state._runtime = runtime
+        state._generation = runtime.generation
+        with self._lock:
+            if self._closed:
+                runtime.close()
+                raise SandboxClosedError("the sandbox was closed while a state was being created")
+            self._states[state.id] = state
+            self._live[state.id] = state
+            self._live.move_to_end(state.id)
+            state._last_used = time.monotonic()
+        self._enforce_budget(keep=state)
+
+    def _touch(self, state: State) -> None:
+        with self._lock:
+            if state.id in self._live:
+                self._live.move_to_end(state.id)
+            state._last_used = time.monotonic()
+
+    def _drop_runtime(self, state: State) -> None:
+        runtime, state._runtime = state._runtime, None
+        with self._lock:
+            self._live.pop(state.id, None)
+        if runtime is not None:
+            runtime.close()
+
+    def _failure(self, state: State, code: str, status: ExecStatus, ename: str, message: str,
+                 started: float) -> Execution:
+        generation = state._generation
+        self._drop_runtime(state)
+        output = {"output_type": "error", "ename": ename, "evalue": message, "traceback": [f"{ename}: {message}"]}
+        return self._execution(code, status, (output,), time.monotonic() - started, None,
+                               ExecError(ename, message, tuple(output["traceback"])), 0, generation)
+
+    def _execution(self, code: str, status: ExecStatus, outputs: tuple, duration: float, count: int | None,
+                   error: ExecError | None, dropped: int, generation: int | None) -> Execution:
+        if dropped:
+            outputs = outputs + ({"output_type": "stream", "name": "stderr",
+                                  "text": f"\n[output truncated: {dropped} characters dropped]\n"},)
+        return Execution(code=code, status=status, outputs=outputs, duration_s=duration, execution_count=count,
+                         error=error, dropped_chars=dropped, generation=generation,
+                         observation_chars=self.config.observation_chars)
+
+    def _enforce_budget(self, keep: State) -> None:
+        """Evict least-recently-used idle states beyond the count cap (and the memory budget, if set)."""
+        cfg = self.config
+        while True:
+            with self._lock:
+                over_count = len(self._live) > cfg.max_live_states
+                candidates = [s for s in self._live.values() if s is not keep]
+            if not over_count and cfg.max_memory_mb is not None:
+                over_count = self.live_memory_bytes() > cfg.max_memory_mb * 1024 * 1024
+            if not over_count:
+                return
+            victim = None
+            for state in candidates:
+                if state._lock.acquire(blocking=False):
+                    victim = state
+                    break
+            if victim is None:
+                return
+            try:
+                self._drop_runtime(victim)
+                self._count("evictions")
+            finally:
+                victim._lock.release()
+
+
+# Re-exported for the package namespace.
+_ = (StartupError, StateClosedError)
