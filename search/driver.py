@@ -1,0 +1,357 @@
+"""The batched driver: many trees advance together, one policy call per step.
+
+Each step every active tree plans its pending expansions (PUCT trees: one selected leaf; REACT/VOTE: every live
+path end). All pending histories go to the policy in ONE ``generate`` call (one per distinct ``n``, which only
+differs on VOTE's first step), the children's cells run concurrently on a bounded thread pool, the new nodes
+are scored in one batched value call, and values are backed up. A tree that is done is decided and yielded at
+once, so callers (Ray workers, the CLI) can write it while the others go on. ``run_search`` is this driver
+with one tree.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from jupiter.prompts import Message
+from jupiter.task import Task
+
+from search.config import Decision, Mode, SearchConfig
+from search.decide import decide
+from search.evaluate import fixed_value, needs_value_model
+from search.expand import apply_execution, check_limits, classify_reply, draft_children, make_sampling_params
+from search.protocols import PolicyLike, SandboxLike, Value
+from search.puct import backup, select
+from search.result import SearchResult, SearchStats
+from search.tree import MODEL_FAILURES, Node, NodeStatus, TerminalReason, Tree
+
+__all__ = ["DriverStep", "solve_many", "run_search"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DriverStep:
+    """Progress after one driver step (passed to ``on_step``)."""
+
+    step: int
+    requests: int  # expansions served by this step
+    model_calls: int  # policy calls this step made (1 unless VOTE's first step mixes n)
+    active_trees: int
+    iterations: int  # iterations done so far, summed over the active trees
+    finished_trees: int
+
+
+@dataclass(frozen=True)
+class _Request:
+    run: "_TreeRun"
+    node: Node
+    n: int
+
+
+class _TreeRun:
+    """The driver's bookkeeping for one tree (private; lives only inside ``solve_many``)."""
+
+    def __init__(self, index: int, task: Task, seed: int) -> None:
+        self.task = task
+        self.tree = Tree(task)
+        self.rng = random.Random(f"{seed}:{index}:{task.id}")
+        self.stats = SearchStats()
+        self.started = time.perf_counter()
+        self.sandbox: Any = None
+        self.done = False
+        self.error: str | None = None
+
+    def plan(self, config: SearchConfig) -> list[_Request]:
+        """This tree's expansions for the next step (marks the tree done when there are none)."""
+        if self.done:
+            return []
+        root = self.tree.root
+        if self.stats.iterations >= config.iterations:
+            self.done = True
+            return []
+        if config.mode.is_tree:
+            node = select(root, config.c_puct, self.rng)
+            requests = [] if node is None else [_Request(self, node, config.expansions)]
+        elif not root.expanded:
+            runs = config.vote_runs if config.mode is Mode.VOTE else 1
+            requests = [_Request(self, root, runs)]
+        else:
+            requests = [_Request(self, n, 1) for n in self.tree.nodes if n.expandable]
+        if not requests:
+            self.done = True
+        else:
+            self.stats.iterations += 1
+        return requests
+
+
+def _release(state: Any) -> None:
+    """Give a state's snapshot back to the sandbox early (it will not be branched again)."""
+    for name in ("close", "release"):
+        method = getattr(state, name, None)
+        if callable(method):
+            try:
+                method()
+            except Exception:  # a dead runtime may fail to close; the sandbox reaps it
+                log.debug("releasing a state failed", exc_info=True)
+            return
+
+
+def _close_sandbox(sandbox: Any) -> None:
+    close = getattr(sandbox, "close", None)
+    if callable(close):
+        close()
+
+
+def _open(run: _TreeRun, factory: Callable[[], SandboxLike], config: SearchConfig) -> None:
+    """Open the tree's sandbox and root state (on a pool thread); failures end the tree with ``error``."""
+    if config.mode is Mode.COLLECT and run.task.label is None:
+        run.error = f"task {run.task.id}: collect mode needs a label to score answers"
+        run.done = True
+        return
+    try:
+        run.sandbox = factory()
+        run.tree.root.state = run.sandbox.open_root(input_files=list(run.task.files))
+    except Exception as exc:  # infrastructure boundary: the tree ends, the others go on
+        log.exception("task %s: could not open the sandbox root", run.task.id)
+        run.error = f"sandbox root failed: {type(exc).__name__}: {exc}"
+        run.done = True
+
+
+def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, call_rng: random.Random,
+            ) -> tuple[list[tuple[_Request, Node]], int]:
+    """One batched policy call per distinct n; children built (not yet run). Returns (new children, calls)."""
+    groups: dict[int, list[_Request]] = {}
+    for request in requests:
+        groups.setdefault(request.n, []).append(request)
+    children: list[tuple[_Request, Node]] = []
+    for n, group in groups.items():
+        histories: list[list[Message]] = [r.run.tree.messages(r.node) for r in group]
+        params = make_sampling_params(config, n=n, seed=call_rng.randrange(2**31))
+        started = time.perf_counter()
+        outputs = policy.generate(histories, params)
+        seconds = time.perf_counter() - started
+        if len(outputs) != len(group):
+            raise RuntimeError(f"policy returned {len(outputs)} completion lists for {len(group)} histories")
+        for run in {id(r.run): r.run for r in group}.values():
+            run.stats.model_calls += 1
+        dedupe = config.drop_duplicates and config.mode.is_tree
+        for request, completions in zip(group, outputs):
+            stats = request.run.stats
+            stats.requests += 1
+            drafts, duplicates = draft_children(completions, dedupe)
+            stats.duplicates_dropped += duplicates
+            for completion in completions:
+                stats.completion_tokens += int(completion.num_tokens or 0)
+                prompt_tokens = getattr(completion, "prompt_tokens", None)
+                if prompt_tokens is not None:
+                    stats.prompt_tokens = (stats.prompt_tokens or 0) + int(prompt_tokens)
+            request.node.expanded = True
+            for draft in drafts:
+                parsed = draft.parsed
+                child = request.run.tree.add_child(
+                    request.node, thought=parsed.thought, code=parsed.code, reply=draft.text,
+                    finish_reason=draft.finish_reason, prior=draft.prior, final_answer=parsed.answer,
+                    timings={"model_s": round(seconds, 6)},
+                )
+                outcome = classify_reply(draft)
+                if outcome is not None:
+                    child.status, child.terminal = outcome
+                children.append((request, child))
+    return children, len(groups)
+
+
+def _run_cells(children: list[tuple[_Request, Node]], pool: ThreadPoolExecutor, config: SearchConfig) -> None:
+    """Branch each code child's parent state (main thread), then run the cells concurrently."""
+    to_run: list[Node] = []
+    for _, child in children:
+        if child.is_terminal or child.code is None:
+            continue
+        parent = child.parent
+        try:
+            if parent is None or parent.state is None:
+                raise RuntimeError(f"node {parent.tag if parent else '?'} has no live notebook state")
+            child.state = parent.state.branch()
+        except Exception as exc:  # infrastructure boundary
+            log.warning("node %s: branching failed: %s", child.tag, exc)
+            child.status, child.terminal = NodeStatus.INFRASTRUCTURE, TerminalReason.INFRASTRUCTURE
+            child.exec_status, child.observation = "branch-failed", f"{type(exc).__name__}: {exc}"
+            continue
+        to_run.append(child)
+
+    def run_one(child: Node) -> tuple[Node, Any, float, BaseException | None]:
+        started = time.perf_counter()
+        try:
+            execution = child.state.run(child.code, timeout=config.cell_timeout)
+        except Exception as exc:  # infrastructure boundary: a cell error is data, this is not
+            return child, None, time.perf_counter() - started, exc
+        return child, execution, time.perf_counter() - started, None
+
+    for child, execution, seconds, error in pool.map(run_one, to_run):
+        child.timings["cell_s"] = round(seconds, 6)
+        if error is not None:
+            log.warning("node %s: the sandbox failed: %s", child.tag, error)
+            child.status, child.terminal = NodeStatus.INFRASTRUCTURE, TerminalReason.INFRASTRUCTURE
+            child.exec_status, child.observation = "sandbox-failed", f"{type(error).__name__}: {error}"
+        else:
+            apply_execution(child, child.parent, execution, config)
+    for request, child in children:
+        request.run.stats.kernel_seconds += child.timings.get("cell_s", 0.0)
+
+
+def _evaluate_and_backup(children: list[tuple[_Request, Node]], config: SearchConfig, value: Value | None,
+                         count_tokens: Callable[[list[Message]], int] | None) -> None:
+    """Apply the depth/context limits, score every new node (one batched value call) and back up."""
+    pending_value: list[tuple[_Request, Node]] = []
+    scored: list[tuple[_Request, Node, float]] = []
+    for request, child in children:
+        tree = request.run.tree
+        check_limits(child, lambda c=child, t=tree: t.messages(c), config, count_tokens)
+        if child.is_terminal and child.state is not None:
+            _release(child.state)
+            child.state = None
+        fixed = fixed_value(child, request.run.task, config)
+        if fixed is not None:
+            scored.append((request, child, fixed))
+        elif not child.is_infrastructure_failure:
+            if value is not None and needs_value_model(child, config):
+                pending_value.append((request, child))
+            else:
+                scored.append((request, child, 0.0))
+    if pending_value:
+        estimates = value.evaluate([r.run.tree.messages(c) for r, c in pending_value])  # type: ignore[union-attr]
+        if len(estimates) != len(pending_value):
+            raise RuntimeError(f"value model returned {len(estimates)} values for {len(pending_value)} histories")
+        for run in {id(r.run): r.run for r, _ in pending_value}.values():
+            run.stats.value_calls += 1
+        for (request, child), estimate in zip(pending_value, estimates):
+            scored.append((request, child, max(-1.0, min(1.0, float(estimate)))))
+    for request, child, v in scored:
+        child.evaluation = v
+        backup(child, v)
+    for request, child in children:
+        stats = request.run.stats
+        stats.nodes += 1
+        stats.answers += child.is_answer
+        stats.code_errors += child.status is NodeStatus.CODE_ERROR
+        stats.infrastructure_failures += child.is_infrastructure_failure
+        stats.model_failures += child.terminal in MODEL_FAILURES
+
+
+def _release_expanded(requests: list[_Request]) -> None:
+    """A node is expanded once: after its children branched, its own snapshot is no longer needed."""
+    for request in requests:
+        node = request.node
+        if node.state is not None and node.parent is not None:
+            _release(node.state)
+            node.state = None
+
+
+def _finish(run: _TreeRun, config: SearchConfig, value: Value | None, close_sandbox: bool) -> SearchResult:
+    """Decide, close the tree's sandbox, and build the result."""
+    for node in run.tree.nodes:
+        node.state = None
+    if close_sandbox and run.sandbox is not None:
+        try:
+            _close_sandbox(run.sandbox)
+        except Exception:  # closing must not lose a finished tree
+            log.exception("task %s: closing the sandbox failed", run.task.id)
+    verdict = decide(run.tree.answers())
+    decision = config.decision
+    if decision is Decision.AUTO:
+        decision = Decision.VALUE if value is not None else Decision.VOTE
+    chosen = verdict.by_value if decision is Decision.VALUE else verdict.vote
+    run.stats.nodes = len(run.tree.nodes)
+    run.stats.wall_seconds = time.perf_counter() - run.started
+    return SearchResult(
+        task_id=run.task.id,
+        answer=chosen.answer if chosen else None,
+        decided_by=decision.value,
+        vote_answer=verdict.vote.answer if verdict.vote else None,
+        value_answer=verdict.by_value.answer if verdict.by_value else None,
+        verdict=verdict,
+        tree=run.tree,
+        config=config,
+        stats=run.stats,
+        error=run.error,
+    )
+
+
+def solve_many(
+    tasks: Iterable[Task],
+    policy: PolicyLike,
+    sandbox_factory: Callable[[], SandboxLike],
+    config: SearchConfig,
+    value: Value | None = None,
+    *,
+    seed: int = 0,
+    on_step: Callable[[DriverStep], None] | None = None,
+    close_sandboxes: bool = True,
+) -> Iterator[SearchResult]:
+    """Search every task, ``config.max_trees_in_flight`` trees at a time; yield each result as it finishes.
+
+    ``sandbox_factory()`` is called once per tree (on a pool thread) and, with ``close_sandboxes``, the
+    sandbox is closed when that tree finishes. Per step: one policy call for all pending expansions of all
+    active trees, cells on at most ``config.max_concurrent_cells`` threads, one value call. Results come in
+    finishing order. Randomness: each tree's tie-breaking RNG and the per-call sampling seeds derive from
+    ``seed`` (no global random state). Stopping the iterator early closes the open sandboxes.
+    """
+    queue = iter(enumerate(tasks))
+    active: list[_TreeRun] = []
+    count_tokens = getattr(policy, "count_tokens", None)
+    count_tokens = count_tokens if callable(count_tokens) else None
+    call_rng = random.Random(f"{seed}:calls")
+    step = finished = 0
+    pool = ThreadPoolExecutor(max_workers=config.max_concurrent_cells, thread_name_prefix="search-cell")
+    try:
+        while True:
+            admitted: list[_TreeRun] = []
+            while len(active) + len(admitted) < config.max_trees_in_flight:
+                item = next(queue, None)
+                if item is None:
+                    break
+                admitted.append(_TreeRun(item[0], item[1], seed))
+            list(pool.map(lambda r: _open(r, sandbox_factory, config), admitted))
+            active.extend(admitted)
+            if not active:
+                return
+            requests = [r for run in active for r in run.plan(config)]
+            for run in [r for r in active if r.done]:
+                active.remove(run)
+                finished += 1
+                yield _finish(run, config, value, close_sandboxes)
+            if not requests:
+                continue
+            children, calls = _expand(requests, policy, config, call_rng)
+            _run_cells(children, pool, config)
+            _release_expanded(requests)
+            _evaluate_and_backup(children, config, value, count_tokens)
+            step += 1
+            if on_step is not None:
+                on_step(DriverStep(step, len(requests), calls, len(active),
+                                   sum(r.stats.iterations for r in active), finished))
+    finally:
+        pool.shutdown(wait=True)
+        if close_sandboxes:
+            for run in active:
+                if run.sandbox is not None:
+                    _close_sandbox(run.sandbox)
+
+
+def run_search(
+    task: Task,
+    policy: PolicyLike,
+    sandbox: SandboxLike,
+    config: SearchConfig,
+    value: Value | None = None,
+    seed: int = 0,
+    on_step: Callable[[DriverStep], None] | None = None,
+) -> SearchResult:
+    """Search one task in ``sandbox`` (which the caller owns and closes): the driver with one tree."""
+    results = list(solve_many([task], policy, lambda: sandbox, config, value, seed=seed, on_step=on_step,
+                              close_sandboxes=False))
+    return results[0]

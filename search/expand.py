@@ -1,0 +1,181 @@
+"""Expansion: from K sampled replies to child nodes.
+
+Split in three small steps so each can be tested alone:
+``draft_children`` (parse, drop exact duplicates, priors), ``classify_reply`` (what a reply that runs no code
+ends as) and ``apply_execution`` (what a cell's outcome makes of the child). The driver does the I/O between
+them: one batched policy call for all pending expansions, branching the parent's state, running the cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from jupiter.prompts import Message, ParsedReply, ReplyStatus, STOP_SEQUENCES, parse_reply
+
+from search.config import SearchConfig
+from search.protocols import CompletionLike
+from search.puct import priors_from_logprobs
+from search.tree import Node, NodeStatus, TerminalReason
+
+__all__ = [
+    "ChildDraft",
+    "LocalSamplingParams",
+    "make_sampling_params",
+    "draft_children",
+    "classify_reply",
+    "apply_execution",
+    "check_limits",
+    "estimate_tokens",
+    "is_infrastructure",
+]
+
+
+@dataclass(frozen=True)
+class LocalSamplingParams:
+    """Stand-in with ``jupiter.llm.SamplingParams``' fields, used only when ``jupiter.llm`` is not installed."""
+
+    n: int = 1
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int = 1024
+    stop: tuple[str, ...] = STOP_SEQUENCES
+    seed: int | None = None
+    logprobs: bool = False
+
+
+def make_sampling_params(config: SearchConfig, n: int, seed: int | None, temperature: float | None = None) -> Any:
+    """The sampling settings of one expansion call (``jupiter.llm.SamplingParams`` when available)."""
+    values = dict(
+        n=n,
+        temperature=config.temperature if temperature is None else temperature,
+        top_p=config.top_p,
+        max_tokens=config.max_tokens,
+        stop=STOP_SEQUENCES,
+        seed=seed,
+        logprobs=config.wants_logprobs,
+    )
+    try:
+        from jupiter.llm import SamplingParams
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("jupiter.llm"):
+            raise
+        return LocalSamplingParams(**values)
+    return SamplingParams(**values)
+
+
+@dataclass(frozen=True)
+class ChildDraft:
+    """One kept reply, parsed, with its prior among the kept siblings."""
+
+    text: str
+    parsed: ParsedReply
+    finish_reason: str
+    prior: float
+    num_tokens: int
+
+
+def draft_children(completions: Sequence[CompletionLike], drop_duplicates: bool) -> tuple[list[ChildDraft], int]:
+    """Parse K completions; drop exact-duplicate texts (kept: the first). Returns (drafts, duplicates dropped).
+
+    Priors are the softmax of the kept replies' mean token log-probabilities, uniform when any is missing.
+    """
+    kept: list[CompletionLike] = []
+    seen: set[str] = set()
+    duplicates = 0
+    for completion in completions:
+        if drop_duplicates and completion.text in seen:
+            duplicates += 1
+            continue
+        seen.add(completion.text)
+        kept.append(completion)
+    priors = priors_from_logprobs([c.mean_logprob for c in kept])
+    drafts = [
+        ChildDraft(
+            text=c.text,
+            parsed=parse_reply(c.text),
+            finish_reason=str(c.finish_reason or ""),
+            prior=prior,
+            num_tokens=int(c.num_tokens or 0),
+        )
+        for c, prior in zip(kept, priors)
+    ]
+    return drafts, duplicates
+
+
+_NO_RUN = {
+    ReplyStatus.UNPARSABLE: (NodeStatus.UNPARSABLE, TerminalReason.UNPARSABLE),
+    ReplyStatus.NO_CODE: (NodeStatus.NO_CODE, TerminalReason.NO_CODE),
+    ReplyStatus.EMPTY_CODE: (NodeStatus.EMPTY_CODE, TerminalReason.EMPTY_CODE),
+}
+
+
+def classify_reply(draft: ChildDraft) -> tuple[NodeStatus, TerminalReason] | None:
+    """The outcome of a reply that runs no code; None when its code must run.
+
+    An answer cut by ``max_tokens`` (finish_reason "length") is not an answer.
+    """
+    status = draft.parsed.status
+    if status is ReplyStatus.ANSWER:
+        if draft.finish_reason == "length":
+            return NodeStatus.TRUNCATED_REPLY, TerminalReason.TRUNCATED_REPLY
+        return NodeStatus.ANSWER, TerminalReason.ANSWER
+    if status is ReplyStatus.CODE:
+        return None
+    return _NO_RUN[status]
+
+
+def is_infrastructure(exec_status: Any) -> bool:
+    """TIMEOUT / MEMORY_LIMIT / DIED: the sandbox's fault, never the model's."""
+    flag = getattr(exec_status, "is_infrastructure", None)
+    if flag is not None:
+        return bool(flag() if callable(flag) else flag)
+    return str(getattr(exec_status, "value", exec_status)).lower() in {"timeout", "memory_limit", "memory-limit",
+                                                                         "died"}
+
+
+def _status_name(exec_status: Any) -> str:
+    return str(getattr(exec_status, "value", exec_status)).lower()
+
+
+def apply_execution(child: Node, parent: Node, execution: Any, config: SearchConfig) -> None:
+    """Record a cell's outcome on ``child``: observation, outputs, status, error count, terminal reason."""
+    child.execution = execution
+    child.exec_status = _status_name(execution.status)
+    child.outputs = list(getattr(execution, "outputs", []) or [])
+    child.observation = execution.observation()
+    if is_infrastructure(execution.status):
+        child.status = NodeStatus.INFRASTRUCTURE
+        child.terminal = TerminalReason.INFRASTRUCTURE
+        return
+    if child.exec_status == "error":
+        child.status = NodeStatus.CODE_ERROR
+        child.consecutive_errors = parent.consecutive_errors + 1
+        if child.consecutive_errors > config.max_consecutive_errors:
+            child.terminal = TerminalReason.TOO_MANY_ERRORS
+    else:
+        child.status = NodeStatus.CODE_OK
+        child.consecutive_errors = 0
+
+
+def estimate_tokens(messages: Sequence[Message], chars_per_token: float) -> int:
+    """Token count of a chat from its length (used when the policy has no tokenizer)."""
+    return int(sum(len(str(m.get("content", ""))) for m in messages) / chars_per_token) + 4 * len(messages)
+
+
+def check_limits(
+    child: Node,
+    messages: Callable[[], list[Message]],
+    config: SearchConfig,
+    count_tokens: Callable[[list[Message]], int] | None,
+) -> None:
+    """End a live branch at ``max_depth`` or when its next prompt would not fit the context."""
+    if child.is_terminal:
+        return
+    if child.depth >= config.max_depth:
+        child.terminal = TerminalReason.MAX_DEPTH
+        return
+    history = messages()
+    tokens = count_tokens(history) if count_tokens is not None else estimate_tokens(history, config.chars_per_token)
+    if tokens + config.max_tokens > config.context_limit:
+        child.terminal = TerminalReason.CONTEXT_LIMIT

@@ -1,0 +1,73 @@
+"""The small protocols through which the search sees its collaborators.
+
+The engine never imports a backend: it talks to a policy (``generate``), a notebook sandbox (``open_root``,
+``branch``, ``run``) and an optional value model (``evaluate``) through these structural types, so tests can
+plug in fakes and production plugs in ``jupiter.llm`` and ``sandbox`` without the search knowing which.
+The shapes follow docs/CONTRACTS.md exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+from jupiter.prompts import Message
+
+__all__ = [
+    "CompletionLike",
+    "PolicyLike",
+    "ExecutionLike",
+    "StateLike",
+    "SandboxLike",
+    "Value",
+]
+
+
+@runtime_checkable
+class CompletionLike(Protocol):
+    """One sampled continuation (``jupiter.llm.Completion``)."""
+
+    text: str
+    finish_reason: str  # "stop" | "length" | ...
+    mean_logprob: float | None  # mean token log-probability, None when the backend gives none
+    num_tokens: int
+
+
+@runtime_checkable
+class PolicyLike(Protocol):
+    """``jupiter.llm.Policy``: ``generate`` returns ``params.n`` completions per history, in input order."""
+
+    def generate(self, histories: list[list[Message]], params: Any) -> list[list[CompletionLike]]: ...
+
+
+@runtime_checkable
+class ExecutionLike(Protocol):
+    """``sandbox.Execution``: the record of one cell run."""
+
+    status: Any  # sandbox.ExecStatus (OK | ERROR | TIMEOUT | MEMORY_LIMIT | DIED | TRUNCATED)
+    outputs: list[dict]
+
+    def observation(self) -> str: ...
+
+
+@runtime_checkable
+class StateLike(Protocol):
+    """``sandbox.State``: a handle on one notebook state. ``run`` mutates it; ``branch`` copies it."""
+
+    def run(self, code: str, timeout: float | None = None) -> ExecutionLike: ...
+
+    def branch(self) -> "StateLike": ...
+
+
+@runtime_checkable
+class SandboxLike(Protocol):
+    """``sandbox.Sandbox``: owns the processes; hands out root states."""
+
+    def open_root(self, input_files: Sequence[Path] = ()) -> StateLike: ...
+
+
+@runtime_checkable
+class Value(Protocol):
+    """A value model: one estimate in [-1, 1] per history, in input order (batched by the caller)."""
+
+    def evaluate(self, histories: list[list[Message]]) -> list[float]: ...

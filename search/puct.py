@@ -1,0 +1,79 @@
+"""Selection by PUCT and back-up: pure functions over the tree.
+
+    score(child) = Q(child) + c_puct · P(child) · sqrt(N(parent)) / (1 + N(child)),   Q = value_sum / N (0 if N = 0)
+
+``select`` descends from the root to an expandable node, skipping terminal children and exhausted subtrees;
+an expanded node with nothing selectable left below is marked exhausted on the way. Ties are broken by the
+``random.Random`` the caller passes in (no global random state).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Callable
+
+from search.tree import Node
+
+__all__ = ["puct_score", "select", "backup", "ScoreFn", "priors_from_logprobs"]
+
+ScoreFn = Callable[[Node, Node, float], float]
+
+#: scores within this distance of the best count as a tie
+_TIE = 1e-12
+
+
+def puct_score(parent: Node, child: Node, c_puct: float) -> float:
+    """The PUCT score of ``child`` under ``parent``."""
+    exploration = c_puct * child.prior * math.sqrt(parent.visit_count) / (1 + child.visit_count)
+    return child.value + exploration
+
+
+def _selectable(node: Node) -> bool:
+    return not node.is_terminal and not node.exhausted
+
+
+def select(root: Node, c_puct: float, rng: random.Random, score: ScoreFn = puct_score) -> Node | None:
+    """Descend from ``root`` to an expandable node; None when the whole tree is exhausted.
+
+    Side effect: nodes found to have no expandable descendant get ``exhausted = True``.
+    """
+    while not root.exhausted:
+        node = root
+        while True:
+            if node.is_terminal:  # only the root can get here
+                node.exhausted = True
+                break
+            if not node.expanded:
+                return node
+            candidates = [c for c in node.children if _selectable(c)]
+            if not candidates:
+                node.exhausted = True
+                break
+            scores = [score(node, c, c_puct) for c in candidates]
+            best = max(scores)
+            tied = [c for c, s in zip(candidates, scores) if s >= best - _TIE]
+            node = tied[0] if len(tied) == 1 else rng.choice(tied)
+    return None
+
+
+def backup(node: Node, value: float) -> None:
+    """Add one visit with ``value`` to ``node`` and every ancestor up to the root."""
+    current: Node | None = node
+    while current is not None:
+        current.visit_count += 1
+        current.value_sum += value
+        current = current.parent
+
+
+def priors_from_logprobs(mean_logprobs: list[float | None]) -> list[float]:
+    """Softmax over siblings' mean token log-probabilities; uniform when any is missing."""
+    count = len(mean_logprobs)
+    if count == 0:
+        return []
+    if any(lp is None or not math.isfinite(lp) for lp in mean_logprobs):
+        return [1.0 / count] * count
+    top = max(mean_logprobs)  # type: ignore[type-var]
+    weights = [math.exp(lp - top) for lp in mean_logprobs]  # type: ignore[operator]
+    total = sum(weights)
+    return [w / total for w in weights]

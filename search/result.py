@@ -1,0 +1,112 @@
+"""What a search returns: the tree, the decision, and the cost of getting there."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from jupiter.answers import reward
+
+from search.config import SearchConfig
+from search.decide import Candidate, Verdict
+from search.tree import Tree
+
+__all__ = ["SearchStats", "SearchResult"]
+
+
+@dataclass
+class SearchStats:
+    """Cost and outcome counters of one tree (mutable while the search runs).
+
+    ``model_calls`` counts the batched policy calls this tree took part in (one call serves many trees);
+    ``prompt_tokens`` is None when the backend does not report it; ``kernel_seconds`` sums the wall time of
+    this tree's cells; ``model_failures`` excludes infrastructure failures, which are counted apart.
+    """
+
+    iterations: int = 0
+    nodes: int = 0
+    model_calls: int = 0
+    requests: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int = 0
+    value_calls: int = 0
+    kernel_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    duplicates_dropped: int = 0
+    infrastructure_failures: int = 0
+    model_failures: int = 0
+    code_errors: int = 0
+    answers: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["kernel_seconds"] = round(self.kernel_seconds, 4)
+        out["wall_seconds"] = round(self.wall_seconds, 4)
+        return out
+
+
+@dataclass
+class SearchResult:
+    """The outcome of one search.
+
+    ``answer`` is the decided answer (vote or value, per ``decided_by``); ``vote_answer`` and
+    ``value_answer`` are both always recorded. ``error`` is set when the tree could not run at all
+    (e.g. the sandbox failed to open its root), in which case there are no candidates.
+    """
+
+    task_id: str
+    answer: str | None
+    decided_by: str
+    vote_answer: str | None
+    value_answer: str | None
+    verdict: Verdict
+    tree: Tree
+    config: SearchConfig
+    stats: SearchStats
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        return self.verdict.candidates
+
+    @property
+    def vote_table(self) -> dict[str, int]:
+        return {e.key: e.count for e in self.verdict.vote_table}
+
+    @property
+    def chosen_tag(self) -> str | None:
+        chosen = self.verdict.by_value if self.decided_by == "value" else self.verdict.vote
+        return chosen.tag if chosen else None
+
+    @property
+    def correct(self) -> bool | None:
+        """Whether the decided answer matches the task's label (None without a label or an answer)."""
+        label = self.tree.task.label if self.tree.task is not None else None
+        if label is None or self.answer is None:
+            return None
+        return reward(self.answer, label) == 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``result.json`` layout."""
+        label = self.tree.task.label if self.tree.task is not None else None
+        return {
+            "task_id": self.task_id,
+            "answer": self.answer,
+            "decided_by": self.decided_by,
+            "chosen_tag": self.chosen_tag,
+            "vote_answer": self.vote_answer,
+            "value_answer": self.value_answer,
+            "vote_table": [asdict(e) for e in self.verdict.vote_table],
+            "candidates": [asdict(c) for c in self.verdict.candidates],
+            "label": label,
+            "correct": self.correct,
+            "iterations": self.stats.iterations,
+            "nodes": self.stats.nodes,
+            "model_calls": self.stats.model_calls,
+            "seconds": round(self.stats.wall_seconds, 3),
+            "stats": self.stats.to_dict(),
+            "config": self.config.to_dict(),
+            "notes": list(self.notes),
+            "error": self.error,
+        }

@@ -1,0 +1,224 @@
+"""Tree files: our JSON (a superset of the paper's node fields) and a reader for the paper's files.
+
+Our layout::
+
+    {"format": "jupiter-tree", "version": 1, "task": {...Task.to_dict()},
+     "nodes": [{"tag", "depth", "messages", "is_terminal", "visit_count", "value_sum", "value",   # the paper's
+                "parent", "thought", "code", "observation", "reply", "status", ...}, ...]}      # ours
+
+Each node keeps the paper's fields, so the paper's tools read our files. The paper's own files are a JSON list
+of nodes, or a dict holding them (``{"nodes": [...]}`` or ``{tag: node}``); their structure is rebuilt from
+the tags ("0" → "0.1" → "0.1.2") and each node's step is recovered from the last turns of its ``messages``.
+Sandbox states and executions are never written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jupiter.prompts import OBSERVATION_PREFIX, ReplyStatus, parse_reply
+from jupiter.task import Task, task_from_record
+
+from search.tree import Node, NodeStatus, TerminalReason, Tree
+
+__all__ = ["TreeFileError", "tree_to_dict", "tree_from_dict", "save_tree", "load_tree", "FORMAT"]
+
+FORMAT = "jupiter-tree"
+VERSION = 1
+
+
+class TreeFileError(ValueError):
+    """A tree file is unusable; the message names the file and the problem."""
+
+
+def _node_to_dict(tree: Tree, node: Node) -> dict[str, Any]:
+    return {
+        # the paper's fields
+        "tag": node.tag,
+        "depth": node.depth,
+        "messages": tree.messages(node),
+        "is_terminal": node.is_terminal,
+        "visit_count": node.visit_count,
+        "value_sum": node.value_sum,
+        "value": node.value,
+        # ours
+        "parent": node.parent.tag if node.parent else None,
+        "thought": node.thought,
+        "code": node.code,
+        "observation": node.observation,
+        "reply": node.reply,
+        "finish_reason": node.finish_reason,
+        "status": node.status.value,
+        "exec_status": node.exec_status,
+        "terminal_reason": node.terminal.value if node.terminal else None,
+        "final_answer": node.final_answer,
+        "prior": node.prior,
+        "evaluation": node.evaluation,
+        "consecutive_errors": node.consecutive_errors,
+        "expanded": node.expanded,
+        "exhausted": node.exhausted,
+        "infrastructure_failure": node.is_infrastructure_failure,
+        "timings": dict(node.timings),
+        "outputs": list(node.outputs),
+    }
+
+
+def tree_to_dict(tree: Tree) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "task": tree.task.to_dict() if tree.task is not None else None,
+        "nodes": [_node_to_dict(tree, n) for n in tree.nodes],
+    }
+
+
+def save_tree(tree: Tree, path: str | Path) -> Path:
+    """Write ``tree`` as JSON (UTF-8, atomically via a temporary file). Returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(tree_to_dict(tree), ensure_ascii=False, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _tag_key(tag: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in tag.split("."))
+
+
+def _check_tag(tag: Any, where: str) -> str:
+    text = str(tag)
+    try:
+        _tag_key(text)
+    except ValueError:
+        raise TreeFileError(f"{where}: node tag {text!r} is not dotted integers like '0.1.2'") from None
+    return text
+
+
+def _from_ours(record: dict[str, Any]) -> Node:
+    terminal = record.get("terminal_reason")
+    return Node(
+        tag=str(record["tag"]),
+        depth=int(record["depth"]),
+        thought=record.get("thought") or "",
+        code=record.get("code"),
+        observation=record.get("observation"),
+        reply=record.get("reply") or "",
+        finish_reason=record.get("finish_reason"),
+        status=NodeStatus(record.get("status", "root")),
+        exec_status=record.get("exec_status"),
+        terminal=TerminalReason(terminal) if terminal else None,
+        final_answer=record.get("final_answer"),
+        prior=float(record.get("prior", 1.0)),
+        visit_count=int(record.get("visit_count", 0)),
+        value_sum=float(record.get("value_sum", 0.0)),
+        evaluation=record.get("evaluation"),
+        consecutive_errors=int(record.get("consecutive_errors", 0)),
+        expanded=bool(record.get("expanded", False)),
+        exhausted=bool(record.get("exhausted", False)),
+        timings=dict(record.get("timings") or {}),
+        outputs=list(record.get("outputs") or []),
+    )
+
+
+def _from_paper(record: dict[str, Any], where: str) -> Node:
+    """A paper node: its step is the last assistant message (and the observation after it, if any)."""
+    messages = record.get("messages")
+    if not isinstance(messages, list):
+        raise TreeFileError(f"{where}: node {record.get('tag')!r} has no 'messages' list")
+    tag = _check_tag(record.get("tag"), where)
+    node = Node(tag=tag, depth=int(record.get("depth", len(_tag_key(tag)) - 1)),
+                visit_count=int(record.get("visit_count") or 0), value_sum=float(record.get("value_sum") or 0.0),
+                raw_messages=[dict(m) for m in messages])
+    if node.depth == 0:
+        return node
+    last_assistant = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
+    if last_assistant is None:
+        return node
+    node.reply = str(messages[last_assistant].get("content") or "")
+    parsed = parse_reply(node.reply)
+    node.thought, node.code, node.final_answer = parsed.thought, parsed.code, parsed.answer
+    following = messages[last_assistant + 1:]
+    if following and following[0].get("role") == "user":
+        text = str(following[0].get("content") or "")
+        node.observation = text[len(OBSERVATION_PREFIX):].lstrip("\n") if text.startswith(OBSERVATION_PREFIX) else text
+    if parsed.status is ReplyStatus.ANSWER:
+        node.status = NodeStatus.ANSWER
+    elif parsed.status is ReplyStatus.CODE:
+        node.status = NodeStatus.CODE_OK
+    else:
+        node.status = NodeStatus(parsed.status.value)
+    if record.get("is_terminal"):
+        node.terminal = {
+            NodeStatus.ANSWER: TerminalReason.ANSWER,
+            NodeStatus.NO_CODE: TerminalReason.NO_CODE,
+            NodeStatus.EMPTY_CODE: TerminalReason.EMPTY_CODE,
+            NodeStatus.UNPARSABLE: TerminalReason.UNPARSABLE,
+        }.get(node.status, TerminalReason.MAX_DEPTH)
+    return node
+
+
+def _node_records(data: Any, where: str) -> list[dict[str, Any]]:
+    if isinstance(data, list):
+        records = data
+    elif isinstance(data, dict) and isinstance(data.get("nodes"), list):
+        records = data["nodes"]
+    elif isinstance(data, dict) and data and all(isinstance(v, dict) for v in data.values()):
+        records = [dict(v, tag=v.get("tag", k)) for k, v in data.items()]
+    else:
+        raise TreeFileError(f"{where}: expected a list of nodes, {{'nodes': [...]}} or {{tag: node}}")
+    if not records or not all(isinstance(r, dict) for r in records):
+        raise TreeFileError(f"{where}: no nodes (every node must be a JSON object)")
+    for record in records:
+        if "tag" not in record:
+            raise TreeFileError(f"{where}: a node has no 'tag'")
+    return records
+
+
+def tree_from_dict(data: Any, where: str = "tree") -> Tree:
+    """Build a Tree from our layout or the paper's (recognised by ``format``)."""
+    records = _node_records(data, where)
+    ours = isinstance(data, dict) and data.get("format") == FORMAT
+    task: Task | None = None
+    if ours and data.get("task"):
+        task = task_from_record(data["task"], [Path.cwd()], where=f"{where}: task")
+    nodes = sorted(
+        (_from_ours(r) if ours else _from_paper(r, where) for r in records),
+        key=lambda n: _tag_key(_check_tag(n.tag, where)),
+    )
+    if nodes[0].tag.count(".") != 0:
+        raise TreeFileError(f"{where}: no root node (a tag without dots, like '0')")
+    if len([n for n in nodes if "." not in n.tag]) > 1:
+        raise TreeFileError(f"{where}: more than one root node")
+    tree = Tree(task, root=nodes[0])
+    if not ours and nodes[0].raw_messages is not None:
+        nodes[0].status = NodeStatus.ROOT
+    for node in nodes[1:]:
+        parent_tag = node.tag.rsplit(".", 1)[0]
+        if parent_tag not in tree:
+            raise TreeFileError(f"{where}: node {node.tag!r} has no parent {parent_tag!r} in the file")
+        tree.attach(tree[parent_tag], node)
+        if not ours:
+            tree[parent_tag].expanded = True
+    if ours:  # keep creation order as saved
+        order = {str(r["tag"]): i for i, r in enumerate(records)}
+        tree.nodes.sort(key=lambda n: order[n.tag])
+        for index, node in enumerate(tree.nodes):
+            node.order = index
+        for node in tree.nodes:
+            node.children.sort(key=lambda c: c.order)
+    return tree
+
+
+def load_tree(path: str | Path) -> Tree:
+    """Read a tree file (ours or the paper's). Raises TreeFileError naming the file and the problem."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TreeFileError(f"{path}: tree file not found") from None
+    except json.JSONDecodeError as exc:
+        raise TreeFileError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return tree_from_dict(data, where=str(path))

@@ -1,0 +1,186 @@
+"""The engine end to end on fakes: batching, modes, evaluation rules, streaming, failures, reference tree."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from jupiter.task import Task
+from search import Mode, SearchConfig, run_search, solve_many
+from search.baselines import react_config, vote_config
+from search.tree import NodeStatus, TerminalReason
+from search.tree_io import tree_to_dict
+
+from search_fakes import ConstantValue, FakePolicy, FakeSandbox, answer, code
+
+DATA = Path(__file__).parent / "data"
+TASK = Task(id="sum", question="What is 1 + 2?", format="@x[value]", label="@x[3]")
+
+GOOD = code("add", "x = 1 + 2\nprint(x)")
+BAD = code("divide", "y = 1 / 0")
+CHAT = "Thought: I think I will just chat."
+
+
+def script():
+    return [
+        ("Task:", [GOOD, BAD, CHAT]),
+        ("Observation:\n3", [answer("@x[3]"), answer("@x[4]")]),
+        ("ZeroDivisionError", [BAD]),
+    ]
+
+
+def test_collect_search_scores_answers_against_the_label():
+    sandbox = FakeSandbox()
+    config = SearchConfig(mode=Mode.COLLECT, iterations=10, expansions=3, max_consecutive_errors=1)
+    result = run_search(TASK, FakePolicy(script()), sandbox, config, seed=0)
+    tree = result.tree
+    assert result.error is None
+    assert result.answer == "@x[3]" and result.correct is True
+    values = {n.final_answer: n.evaluation for n in tree.answers()}
+    assert values == {"@x[3]": 1.0, "@x[4]": -1.0}
+    chat = next(n for n in tree.nodes if n.status is NodeStatus.NO_CODE)
+    assert chat.evaluation == -1.0 and chat.terminal is TerminalReason.NO_CODE
+    assert any(n.terminal is TerminalReason.TOO_MANY_ERRORS for n in tree.nodes)
+    assert tree.root.visit_count == len(tree.nodes) - 1  # every node but the root was backed up once
+    assert result.stats.model_failures >= 2 and result.stats.infrastructure_failures == 0
+    assert tree.root.exhausted and result.stats.iterations < 10  # search stopped when nothing was left
+    assert result.stats.nodes == len(tree.nodes)
+    assert not sandbox.closed  # run_search leaves the caller's sandbox open
+
+
+def test_one_policy_call_per_step_across_trees():
+    policy = FakePolicy([("Task:", [GOOD, CHAT]), ("Observation:", [GOOD, BAD])])
+    tasks = [TASK.replace(id=f"t{i}") for i in range(5)]
+    steps = []
+    config = SearchConfig(mode=Mode.INFER, iterations=4, expansions=2, max_trees_in_flight=8)
+    results = list(solve_many(tasks, policy, FakeSandbox, config, seed=1, on_step=steps.append))
+    assert sorted(r.task_id for r in results) == [f"t{i}" for i in range(5)]
+    assert len(policy.calls) == len(steps) == 4
+    assert all(histories == 5 and n == 2 for histories, n in policy.calls)
+    assert all(s.model_calls == 1 and s.requests == 5 for s in steps)
+    assert all(r.stats.model_calls == 4 and r.stats.iterations == 4 for r in results)
+
+
+def test_trees_in_flight_are_bounded_and_results_stream():
+    quick = Task(id="quick", question="Answer at once please", label="@x[3]")
+    policy = FakePolicy([("Answer at once", [answer("@x[3]")]), ("Task:", [GOOD]), ("Observation:", [GOOD])])
+    config = SearchConfig(iterations=6, expansions=1, max_trees_in_flight=2)
+    stream = solve_many([quick, TASK, TASK.replace(id="third")], policy, FakeSandbox, config)
+    first = next(stream)
+    assert first.task_id == "quick" and first.answer == "@x[3]"
+    assert len(policy.calls) == 1  # yielded before the other tree went on
+    rest = list(stream)
+    assert [r.task_id for r in rest] == ["sum", "third"]
+    assert max(h for h, _ in policy.calls) <= 2
+
+
+def test_infrastructure_failures_end_the_branch_but_are_not_model_failures():
+    timeout = code("slow", "INFRA_TIMEOUT = 1")
+    policy = FakePolicy([("Task:", [timeout, GOOD]), ("Observation:\n3", [answer("@x[3]")])])
+    config = SearchConfig(mode=Mode.COLLECT, iterations=5, expansions=2)
+    result = run_search(TASK, policy, FakeSandbox(), config)
+    infra = [n for n in result.tree.nodes if n.is_infrastructure_failure]
+    assert len(infra) == 1 and infra[0].visit_count == 0 and infra[0].evaluation is None
+    assert infra[0].exec_status == "timeout"
+    assert result.stats.infrastructure_failures == 1 and result.stats.model_failures == 0
+    assert result.answer == "@x[3]"
+
+
+def test_sandbox_failure_is_an_error_on_that_tree_only():
+    class Broken(FakeSandbox):
+        def open_root(self, input_files=()):
+            raise OSError("no kernel")
+
+    made = []
+
+    def factory():
+        made.append(Broken() if not made else FakeSandbox())
+        return made[-1]
+
+    policy = FakePolicy(script())
+    results = list(solve_many([TASK.replace(id="a"), TASK.replace(id="b")], policy, factory,
+                              SearchConfig(iterations=3)))
+    by_id = {r.task_id: r for r in results}
+    assert "no kernel" in by_id["a"].error and by_id["a"].answer is None
+    assert by_id["b"].error is None
+    assert all(s.closed for s in made)  # the driver closes what the factory made
+
+
+def test_collect_without_label_is_an_error():
+    result = run_search(TASK.replace(label=None), FakePolicy(script()), FakeSandbox(),
+                        SearchConfig(mode=Mode.COLLECT))
+    assert "needs a label" in result.error
+
+
+def test_value_model_is_batched_and_decides_in_infer_mode():
+    value = ConstantValue(0.5)
+    config = SearchConfig(mode=Mode.INFER, iterations=3, expansions=3, c_puct=0.0)
+    result = run_search(TASK, FakePolicy(script()), FakeSandbox(), config, value=value)
+    assert value.calls == result.stats.value_calls <= result.stats.iterations
+    assert result.decided_by == "value"
+    assert all(n.evaluation == 0.5 for n in result.tree.answers())
+    assert result.stats.value_calls >= 1
+
+
+def test_max_depth_ends_paths():
+    policy = FakePolicy([("Task:", [GOOD]), ("Observation:", [GOOD])])
+    result = run_search(TASK, policy, FakeSandbox(), SearchConfig(iterations=20, expansions=1, max_depth=3))
+    depths = [n.depth for n in result.tree.nodes]
+    assert max(depths) == 3
+    assert result.tree.nodes[-1].terminal is TerminalReason.MAX_DEPTH
+    assert result.answer is None and result.stats.iterations == 3
+
+
+def test_expanded_states_are_released():
+    sandbox = FakeSandbox()
+    policy = FakePolicy([("Task:", [GOOD]), ("Observation:", [GOOD])])
+    result = run_search(TASK, policy, sandbox, SearchConfig(iterations=3, expansions=1, max_depth=5))
+    assert all(n.state is None for n in result.tree.nodes)
+    assert sandbox.cells == 3
+
+
+def test_react_runs_one_path_at_low_temperature():
+    seen = []
+
+    class Recording(FakePolicy):
+        def generate(self, histories, params):
+            seen.append(params)
+            return super().generate(histories, params)
+
+    result = run_search(TASK, Recording(script()), FakeSandbox(), react_config())
+    assert all(p.n == 1 and p.temperature == 0.2 for p in seen)
+    assert [n.depth for n in result.tree.nodes] == [0, 1, 2]
+    assert result.answer == "@x[3]" and result.stats.iterations == 2
+
+
+def test_vote_runs_independent_paths_and_takes_the_majority():
+    replies = [GOOD, GOOD, BAD, GOOD, CHAT]
+    policy = FakePolicy([("Task:", replies), ("Observation:\n3", [answer("@x[3]")]),
+                         ("ZeroDivisionError", [answer("@x[0]")])])
+    result = run_search(TASK, policy, FakeSandbox(), vote_config())
+    assert len(result.tree.root.children) == 5  # duplicates are independent runs, not dropped
+    assert policy.calls[0] == (1, 5) and all(n == 1 for _, n in policy.calls[1:])
+    assert policy.calls[1] == (4, 1)  # the four live paths go in one call
+    assert result.vote_table == {"@x[3]": 3, "@x[0]": 1}
+    assert result.answer == "@x[3]" and result.decided_by == "vote"
+
+
+def _comparable(tree_dict):
+    for node in tree_dict["nodes"]:
+        node.pop("timings")
+    return tree_dict
+
+
+def test_reference_tree_for_a_fixed_seed():
+    policy = FakePolicy(script(), logprobs={GOOD: -0.2, BAD: -0.9, CHAT: -1.5})
+    config = SearchConfig(mode=Mode.COLLECT, iterations=6, expansions=3, max_consecutive_errors=2)
+    result = run_search(TASK, policy, FakeSandbox(), config, seed=7)
+    got = _comparable(tree_to_dict(result.tree))
+    path = DATA / "reference_tree.json"
+    if os.environ.get("JUPITER_REGEN_REFERENCE"):
+        path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    expected = json.loads(path.read_text(encoding="utf-8"))
+    assert got == expected

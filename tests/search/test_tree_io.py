@@ -1,0 +1,87 @@
+"""Tree files: our JSON round trip, and reading the paper's tree files (structure rebuilt from tags)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from search import Mode, SearchConfig, run_search
+from search.tree import NodeStatus, TerminalReason
+from search.tree_io import TreeFileError, load_tree, save_tree, tree_to_dict
+
+from search_fakes import FakePolicy, FakeSandbox, answer, code
+from test_driver import TASK, script
+
+PAPER_FIELDS = {"tag", "depth", "messages", "is_terminal", "visit_count", "value_sum", "value"}
+
+
+def test_our_tree_file_round_trips_and_keeps_the_papers_fields(tmp_path):
+    result = run_search(TASK, FakePolicy(script()), FakeSandbox(), SearchConfig(mode=Mode.COLLECT, iterations=4))
+    path = save_tree(result.tree, tmp_path / "tree.json")
+    raw = json.loads(path.read_text())
+    assert all(PAPER_FIELDS <= set(node) for node in raw["nodes"])
+    answer_node = next(n for n in raw["nodes"] if n["status"] == "answer")
+    assert answer_node["messages"][-1]["content"].endswith(answer_node["final_answer"])
+    assert answer_node["messages"][0]["role"] == "system"
+    loaded = load_tree(path)
+    assert tree_to_dict(loaded) == tree_to_dict(result.tree)
+    assert loaded.task == result.tree.task
+    assert [c.tag for c in loaded.root.children] == [c.tag for c in result.tree.root.children]
+
+
+def _paper_nodes():
+    system = {"role": "system", "content": "sys"}
+    user = {"role": "user", "content": "Task: q"}
+    step = {"role": "assistant", "content": code("look", "print(3)")}
+    obs = {"role": "user", "content": "Observation:\n3"}
+    final = {"role": "assistant", "content": answer("@x[3]")}
+    return [
+        {"tag": "0", "depth": 0, "messages": [system, user], "is_terminal": False, "visit_count": 3,
+         "value_sum": 1.0, "value": 0.33},
+        {"tag": "0.1.1", "depth": 2, "messages": [system, user, step, obs, final], "is_terminal": True,
+         "visit_count": 1, "value_sum": 1.0, "value": 1.0},
+        {"tag": "0.1", "depth": 1, "messages": [system, user, step, obs], "is_terminal": False, "visit_count": 2,
+         "value_sum": 2.0, "value": 1.0},
+        {"tag": "0.2", "depth": 1, "messages": [system, user, {"role": "assistant", "content": "hmm"}],
+         "is_terminal": True, "visit_count": 1, "value_sum": -1.0, "value": -1.0},
+    ]
+
+
+@pytest.mark.parametrize("layout", ["list", "nodes", "by_tag"])
+def test_the_papers_tree_files_load(tmp_path, layout):
+    nodes = _paper_nodes()
+    data = {"list": nodes, "nodes": {"nodes": nodes}, "by_tag": {n["tag"]: n for n in nodes}}[layout]
+    path = tmp_path / "paper.json"
+    path.write_text(json.dumps(data))
+    tree = load_tree(path)
+    assert [c.tag for c in tree.root.children] == ["0.1", "0.2"]
+    step, final, chat = tree["0.1"], tree["0.1.1"], tree["0.2"]
+    assert final.parent is step and step.parent is tree.root
+    assert (step.code, step.observation, step.status) == ("print(3)", "3", NodeStatus.CODE_OK)
+    assert final.final_answer == "@x[3]" and final.terminal is TerminalReason.ANSWER
+    assert chat.terminal is TerminalReason.NO_CODE
+    assert step.visit_count == 2 and step.value == 1.0
+    assert tree.messages(final) == nodes[1]["messages"]
+    assert [a.tag for a in tree.answers()] == ["0.1.1"]
+    again = tmp_path / "again.json"
+    save_tree(tree, again)  # a paper tree can be written in our layout
+    assert load_tree(again)["0.1.1"].final_answer == "@x[3]"
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{", "not valid JSON"),
+    ("[]", "no nodes"),
+    ('[{"depth": 0, "messages": []}]', "no 'tag'"),
+    ('[{"tag": "0.1", "messages": []}]', "no root"),
+    ('[{"tag": "0", "messages": []}, {"tag": "0.4.1", "messages": []}]', "no parent '0.4'"),
+    ('[{"tag": "a.b", "messages": []}]', "dotted integers"),
+    ('"x"', "expected a list"),
+])
+def test_bad_tree_files_name_the_problem(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(TreeFileError, match=message):
+        load_tree(path)
+    with pytest.raises(TreeFileError, match="not found"):
+        load_tree(tmp_path / "missing.json")
