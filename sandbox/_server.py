@@ -298,9 +298,12 @@ class Server:
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = _Stream("stdout"), _Stream("stderr")
         started = time.monotonic()
+        owner = os.getpid()
         try:
             result = self.shell.run_cell(request["code"], store_history=True, silent=False)
         finally:
+            if os.getpid() != owner:  # a process the cell forked (os.fork) must never answer on our socket
+                os._exit(0)
             sys.stdout, sys.stderr = saved
         collector, _current = _current, _Collector(0)
         return {
