@@ -64,6 +64,8 @@ def run_filter(
         if nid in done:
             skipped += 1
             continue
+        if record.get("status") in {"repo_missing", "notebook_missing"}:
+            continue  # crawl could not fetch it: nothing on disk to judge
         for key in ("path", "local_path"):
             if key not in record:
                 raise ValueError(f"notebook record {nid}: missing field {key!r}")

@@ -54,6 +54,9 @@ def _add_crawl(inner: argparse._SubParsersAction) -> None:
     p.add_argument("--max-size", type=int, default=2_000_000, help="largest notebook size in bytes to search")
     p.add_argument("--max-notebooks", type=int, default=None, help="stop after downloading this many")
     p.add_argument("--max-data-bytes", type=int, default=20 * 2**20, help="skip data files larger than this")
+    p.add_argument("--per-page", type=int, default=100, help="search results per page (GitHub allows 100)")
+    p.add_argument("--result-cap", type=int, default=1000,
+                   help="results one search query can reach (GitHub: 1000); shards are split above it")
     p.set_defaults(handler=_run_crawl)
 
 
@@ -65,6 +68,7 @@ def _run_crawl(args: argparse.Namespace) -> int:
         config = CrawlConfig(
             query=args.query, min_size=args.min_size, max_size=args.max_size,
             max_notebooks=args.max_notebooks, max_data_bytes=args.max_data_bytes,
+            per_page=args.per_page, result_cap=args.result_cap,
         )
     except ValueError as exc:
         return _fail(str(exc))
