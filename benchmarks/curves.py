@@ -16,8 +16,8 @@ from benchmarks.records import CandidateRecord, TaskRecord
 
 __all__ = ["Curve", "vote_pick", "value_pick", "accuracy_curves"]
 
-#: a scorer: (answer text, the task's record) → score in [0, 1] (1/0 for right/wrong)
-Scorer = Callable[[str, TaskRecord], float]
+#: a scorer: (a candidate, the task's record) → score in [0, 1] (1/0 for right/wrong)
+Scorer = Callable[[CandidateRecord, TaskRecord], float]
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def accuracy_curves(records: Sequence[TaskRecord], score: Scorer, points: int = 
         totals = {name: 0.0 for name in curves}
         for record in records:
             found = _found_by(record.candidates, budget, max(record.iterations, 1))
-            scores = {id(c): score(c.answer, record) for c in found}
+            scores = {id(c): score(c, record) for c in found}
             for name, pick in (("vote", vote_pick), ("value", value_pick)):
                 chosen = pick(found)
                 totals[name] += scores[id(chosen)] if chosen is not None else 0.0

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-__all__ = ["CandidateRecord", "TaskRecord", "ResultsLog", "record_from_result", "candidate_iteration"]
+__all__ = ["CandidateRecord", "TaskRecord", "ResultsLog", "record_from_result", "candidate_iteration",
+           "iteration_numbers", "write_jsonl"]
 
 log = logging.getLogger(__name__)
 
@@ -131,19 +132,49 @@ def candidate_iteration(node: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) else None
 
 
+def iteration_numbers(tree: Any, is_tree_mode: bool) -> dict[str, int]:
+    """Node tag → the search iteration that created it, read from the tree's shape.
+
+    Nodes carry their creation order, not their iteration. In the tree modes every iteration expands one node
+    and its children are created together, so a node's iteration is the rank of its parent's expansion among
+    all expansions (ordered by the first child's creation order); an iteration whose replies were all dropped
+    leaves no trace, so the numbers can run slightly behind. In REACT/VOTE every step extends each live path
+    by one node, so a node's iteration is its depth. A node that records its own iteration wins.
+    """
+    nodes = [n for n in getattr(tree, "nodes", ()) if n.parent is not None]
+    out: dict[str, int] = {}
+    if is_tree_mode:
+        first_child: dict[str, int] = {}
+        for node in nodes:
+            key = node.parent.tag
+            first_child[key] = min(first_child.get(key, node.order), node.order)
+        rank = {tag: i + 1 for i, (tag, _) in enumerate(sorted(first_child.items(), key=lambda kv: kv[1]))}
+        for node in nodes:
+            out[node.tag] = rank[node.parent.tag]
+    else:
+        for node in nodes:
+            out[node.tag] = int(node.depth)
+    for node in nodes:
+        own = candidate_iteration(node)
+        if own is not None:
+            out[node.tag] = own
+    return out
+
+
 def record_from_result(result: Any, benchmark: str, extra: Mapping[str, Any] | None = None) -> TaskRecord:
     """A ``search.SearchResult`` → TaskRecord (the tree itself is saved separately, if at all)."""
     tree = result.tree
+    mode = getattr(getattr(result, "config", None), "mode", None)
+    iterations = iteration_numbers(tree, bool(getattr(mode, "is_tree", True))) if tree is not None else {}
     candidates = []
     for c in result.candidates:
-        node = tree[c.tag] if tree is not None and c.tag in tree else None
         candidates.append(
             CandidateRecord(
                 tag=c.tag,
                 answer=c.answer,
                 key=c.key,
                 value=float(c.value),
-                iteration=candidate_iteration(node) if node is not None else None,
+                iteration=iterations.get(c.tag),
                 visits=int(getattr(c, "visits", 0) or 0),
             )
         )

@@ -77,7 +77,7 @@ def test_curves_from_iteration_numbers():
     )
     assert vote_pick(record.candidates).answer == "@answer[1]"
     assert value_pick(record.candidates).answer == "@answer[2]"
-    curves = {c.name: c for c in accuracy_curves([record], lambda a, r: float(aime_correct(a, r.label)))}
+    curves = {c.name: c for c in accuracy_curves([record], lambda c, r: float(aime_correct(c.answer, r.label)))}
     assert curves["vote"].budgets == (1, 2, 3, 4)
     # budget 1,2: only the wrong candidate; 3: tie 1–1, broken by mean value (0.9 > 0.1) → wrong; 4: 2–1 → right
     assert curves["vote"].values == (0.0, 0.0, 0.0, 1.0)
@@ -104,7 +104,7 @@ def test_results_log_resumes_and_repairs_torn_line(tmp_path):
 def test_report_files_and_compare(tmp_path):
     record = TaskRecord("q", "aime2025", "@answer[1]", label="@answer[1]", iterations=2,
                         candidates=(cand("@answer[1]", 2),), seconds=1.5)
-    curves = accuracy_curves([record], lambda a, r: float(aime_correct(a, r.label)))
+    curves = accuracy_curves([record], lambda c, r: float(aime_correct(c.answer, r.label)))
     for name in ("run1", "run2"):
         summary = summarize_aime([record]) | {"run": {"llm": name}}
         paths = write_report(tmp_path / name, summary, curves)

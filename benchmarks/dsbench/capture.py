@@ -1,0 +1,105 @@
+"""Keeping each node's ``submission.csv`` while a search runs.
+
+The driver releases a node's notebook state as soon as its children have branched, and every state when a
+tree finishes, so an answer node's workspace is gone by the time the result is yielded. This wrapper sits
+between the driver and the sandbox: after every cell it reads the submission file from that state's
+workspace (files are part of the state, inherited on branch) and files the bytes under the cell's
+``Execution`` object, which the driver keeps on the node (``node.execution``). An answer node's submission
+is then the one captured at its nearest ancestor that ran a cell. Identical files are stored once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from typing import Any, Iterable
+
+__all__ = ["SubmissionCapture", "CapturingSandbox"]
+
+log = logging.getLogger(__name__)
+
+
+class SubmissionCapture:
+    """Submission bytes by execution (thread-safe; shared by every tree of a run)."""
+
+    def __init__(self, file_name: str = "submission.csv", max_bytes: int = 512 * 2**20) -> None:
+        self.file_name = file_name
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._by_execution: dict[int, tuple[Any, str]] = {}  # id(execution) → (execution kept alive, digest)
+        self._blobs: dict[str, bytes] = {}
+
+    def record(self, execution: Any, state: Any) -> None:
+        try:
+            data = state.read_file(self.file_name)
+        except (OSError, ValueError, RuntimeError):  # no file yet (or the state is gone): nothing to keep
+            return
+        if len(data) > self.max_bytes:
+            log.warning("%s of %d bytes not kept (over %d)", self.file_name, len(data), self.max_bytes)
+            return
+        digest = hashlib.sha1(data).hexdigest()
+        with self._lock:
+            self._blobs.setdefault(digest, data)
+            self._by_execution[id(execution)] = (execution, digest)
+
+    def for_node(self, node: Any) -> bytes | None:
+        """The submission file visible at ``node``: captured at it or its nearest ancestor with a cell."""
+        current = node
+        while current is not None:
+            execution = getattr(current, "execution", None)
+            if execution is not None:
+                with self._lock:
+                    entry = self._by_execution.get(id(execution))
+                if entry is not None and entry[0] is execution:
+                    return self._blobs[entry[1]]
+                return None  # the latest cell on this path left no submission file
+            current = current.parent
+        return None
+
+    def forget(self, nodes: Iterable[Any]) -> None:
+        """Drop what was captured for ``nodes`` (a finished tree), freeing the memory."""
+        with self._lock:
+            for node in nodes:
+                execution = getattr(node, "execution", None)
+                if execution is not None:
+                    self._by_execution.pop(id(execution), None)
+            live = {digest for _, digest in self._by_execution.values()}
+            for digest in [d for d in self._blobs if d not in live]:
+                del self._blobs[digest]
+
+
+class _CapturingState:
+    """A notebook state that reports its submission file after every cell (everything else passes through)."""
+
+    def __init__(self, inner: Any, capture: SubmissionCapture) -> None:
+        self._inner = inner
+        self._capture = capture
+
+    def run(self, code: str, timeout: float | None = None) -> Any:
+        execution = self._inner.run(code, timeout=timeout)
+        self._capture.record(execution, self._inner)
+        return execution
+
+    def branch(self) -> "_CapturingState":
+        return _CapturingState(self._inner.branch(), self._capture)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class CapturingSandbox:
+    """Wraps a sandbox so that its states capture submissions into ``capture``; closing closes the inner one."""
+
+    def __init__(self, inner: Any, capture: SubmissionCapture) -> None:
+        self._inner = inner
+        self.capture = capture
+
+    def open_root(self, input_files: Iterable[Any] = ()) -> _CapturingState:
+        return _CapturingState(self._inner.open_root(input_files=list(input_files)), self.capture)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)

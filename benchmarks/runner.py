@@ -1,0 +1,157 @@
+"""The run loop shared by every benchmark: tasks in, one result line per finished task out, resumable.
+
+A run is a folder: ``run.json`` (what was run), ``results.jsonl`` (one line per task, written the moment its
+tree finishes), ``trees/<id>.json`` (optional), then the report files. The loop skips the ids already in
+``results.jsonl``, hands the rest to the batched driver (``search.driver.solve_many``: many trees share each
+policy call) or to the Ray driver, and streams results to disk as they come.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from jupiter.task import Task
+
+from benchmarks.records import ResultsLog, TaskRecord
+
+__all__ = ["RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailableError", "write_run_info", "sandbox_factory"]
+
+log = logging.getLogger(__name__)
+
+#: (tasks, policy, sandbox_factory, config, value) → results in finishing order
+Solver = Callable[..., Iterator[Any]]
+
+
+class RayUnavailableError(RuntimeError):
+    """``--ray`` was asked for but the Ray driver is not there (or Ray is not installed)."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a benchmark run executes (not what the search does: that is ``SearchConfig``)."""
+
+    out_dir: Path
+    seed: int = 0
+    progress: bool = True  # a tqdm bar on stderr
+    save_trees: bool = True  # trees/<id>.json for each task
+    ray: bool = False
+
+
+@dataclass
+class RunOutcome:
+    """What one invocation did (a resumed run counts only the tasks it ran itself)."""
+
+    skipped: int = 0
+    ran: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    records: list[TaskRecord] = field(default_factory=list)
+
+
+def solver_for(ray: bool) -> Solver:
+    """The batched driver, or the Ray driver (``search.ray_driver.solve_many``) with ``ray=True``."""
+    if not ray:
+        from search.driver import solve_many
+
+        return solve_many
+    try:
+        from search import ray_driver  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise RayUnavailableError(
+            f"--ray needs search/ray_driver.py (a Ray version of search.driver.solve_many) and Ray installed "
+            f"(pip install 'jupiter-nbsearch[ray]'); import failed: {exc}"
+        ) from None
+    solve = getattr(ray_driver, "solve_many", None)
+    if not callable(solve):
+        raise RayUnavailableError("search.ray_driver has no solve_many(tasks, policy, sandbox_factory, config, value)")
+    return solve
+
+
+def sandbox_factory(cell_timeout: float) -> Callable[[], Any]:
+    """One fresh fork-backend sandbox per tree (the driver closes it when the tree finishes)."""
+    from sandbox import Sandbox, SandboxConfig
+
+    return lambda: Sandbox(SandboxConfig(timeout_s=cell_timeout))
+
+
+def _safe_name(task_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", task_id) or "task"
+
+
+def write_run_info(out_dir: Path, info: dict[str, Any]) -> None:
+    """Write ``run.json``; on a resumed run, keep the first one and warn when the settings changed."""
+    path = out_dir / "run.json"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if path.is_file():
+        try:
+            before = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            before = {}
+        changed = sorted(k for k in info if k not in ("started", "resumed") and before.get(k) != info[k])
+        if changed:
+            log.warning("%s: resuming with different settings (%s); results will mix them", path, ", ".join(changed))
+        before.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S"))
+        info = before
+    path.write_text(json.dumps(info, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def run_loop(
+    tasks: Sequence[Task],
+    *,
+    benchmark: str,
+    policy: Any,
+    make_sandbox: Callable[[], Any],
+    config: Any,
+    value: Any = None,
+    options: RunOptions,
+    to_record: Callable[[Any, Task], TaskRecord],
+    solver: Solver | None = None,
+) -> RunOutcome:
+    """Solve every task not yet in ``results.jsonl``; append each record as its tree finishes.
+
+    ``to_record(result, task)`` turns a ``SearchResult`` into the task's line (benchmark-specific fields).
+    Interrupting (Ctrl-C) loses only the trees in flight; rerunning resumes.
+    """
+    results = ResultsLog(options.out_dir / "results.jsonl")
+    done = results.done_ids
+    pending = [t for t in tasks if t.id not in done]
+    outcome = RunOutcome(skipped=len(tasks) - len(pending))
+    if not pending:
+        return outcome
+    by_id = {t.id: t for t in pending}
+    solve = solver or solver_for(options.ray)
+    started = time.perf_counter()
+    bar = None
+    if options.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(tasks), initial=outcome.skipped, desc=benchmark, unit="task", dynamic_ncols=True)
+    try:
+        for result in solve(pending, policy, make_sandbox, config, value, seed=options.seed):
+            task = by_id.get(str(result.task_id))
+            if task is None:
+                log.warning("the driver returned an unknown task id %r", result.task_id)
+                continue
+            record = to_record(result, task)
+            results.append(record)
+            if options.save_trees and result.tree is not None:
+                from search.tree_io import save_tree
+
+                save_tree(result.tree, options.out_dir / "trees" / f"{_safe_name(task.id)}.json")
+            outcome.ran += 1
+            outcome.failed += record.error is not None
+            outcome.records.append(record)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(errors=outcome.failed)
+    finally:
+        if bar is not None:
+            bar.close()
+        outcome.seconds = time.perf_counter() - started
+    return outcome

@@ -1,0 +1,293 @@
+"""The three benchmark runs (DABench, AIME 2025, DSBench modeling) and their reports.
+
+Each ``run_*`` solves the tasks not yet finished in ``options.out_dir`` and then calls ``report_*``, which
+recomputes the summary from ``results.jsonl`` alone — so a report can be rebuilt at any time, including for an
+interrupted run, without touching the search.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from jupiter.answers import extract_answers
+from jupiter.task import Task, TaskError, task_from_dsbench
+
+from benchmarks.aime import aime_correct, summarize_aime
+from benchmarks.curves import accuracy_curves
+from benchmarks.dabench import DabenchData, cost_summary, dabench_correct, official_responses, summarize_dabench
+from benchmarks.dsbench.capture import CapturingSandbox, SubmissionCapture
+from benchmarks.dsbench.scoring import SubmissionScore, rpg, score_submission
+from benchmarks.dsbench.tasks import DsbenchSpec
+from benchmarks.records import ResultsLog, TaskRecord, record_from_result, write_jsonl
+from benchmarks.report import write_report
+from benchmarks.runner import RunOptions, RunOutcome, run_loop, sandbox_factory
+
+__all__ = [
+    "run_dabench",
+    "report_dabench",
+    "run_aime",
+    "report_aime",
+    "DsbenchData",
+    "load_dsbench",
+    "run_dsbench",
+    "report_dsbench",
+]
+
+log = logging.getLogger(__name__)
+
+
+def _records(out_dir: Path) -> list[TaskRecord]:
+    return ResultsLog(out_dir / "results.jsonl").records()
+
+
+# ------------------------------------------------------------------------------------------------ DABench
+
+
+def run_dabench(
+    data: DabenchData,
+    policy: Any,
+    config: Any,
+    options: RunOptions,
+    value: Any = None,
+    make_sandbox: Callable[[], Any] | None = None,
+    solver: Any = None,
+) -> tuple[RunOutcome, dict[str, Any]]:
+    """Solve the DABench questions in ``data``; returns what ran and the summary (also written to disk)."""
+    outcome = run_loop(
+        list(data.tasks),
+        benchmark="dabench",
+        policy=policy,
+        make_sandbox=make_sandbox or sandbox_factory(config.cell_timeout),
+        config=config,
+        value=value,
+        options=options,
+        to_record=lambda result, task: record_from_result(
+            result, "dabench", {"level": task.level, "concepts": list(task.concepts)}
+        ),
+        solver=solver,
+    )
+    return outcome, report_dabench(options.out_dir, data)
+
+
+def report_dabench(out_dir: Path, data: DabenchData, run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Summary, official ``responses.jsonl``, ``summary.{json,md}`` and the plot from ``results.jsonl``."""
+    wanted = {t.id for t in data.tasks}
+    records = [r for r in _records(out_dir) if r.id in wanted]
+    write_jsonl(out_dir / "responses.jsonl", official_responses(records))
+    summary = summarize_dabench(records, data)
+    if run:
+        summary["run"] = run
+    labels = {str(label["id"]): label for label in data.labels}
+    curves = accuracy_curves(records, lambda c, r: float(dabench_correct(c.answer, labels.get(r.id))))
+    write_report(out_dir, summary, curves)
+    return summary
+
+
+# ------------------------------------------------------------------------------------------------ AIME
+
+
+def run_aime(
+    tasks: Sequence[Task],
+    policy: Any,
+    config: Any,
+    options: RunOptions,
+    value: Any = None,
+    make_sandbox: Callable[[], Any] | None = None,
+    solver: Any = None,
+) -> tuple[RunOutcome, dict[str, Any]]:
+    """Solve AIME problems (math tasks with the tool-use prompt); OR / Vote summary."""
+    outcome = run_loop(
+        list(tasks),
+        benchmark="aime2025",
+        policy=policy,
+        make_sandbox=make_sandbox or sandbox_factory(config.cell_timeout),
+        config=config,
+        value=value,
+        options=options,
+        to_record=lambda result, task: record_from_result(result, "aime2025"),
+        solver=solver,
+    )
+    return outcome, report_aime(options.out_dir, tasks)
+
+
+def report_aime(out_dir: Path, tasks: Sequence[Task], run: dict[str, Any] | None = None) -> dict[str, Any]:
+    wanted = {t.id for t in tasks}
+    records = [r for r in _records(out_dir) if r.id in wanted]
+    summary = summarize_aime(records, total=len(tasks))
+    if run:
+        summary["run"] = run
+    curves = accuracy_curves(records, lambda c, r: float(aime_correct(c.answer, r.label)))
+    write_report(out_dir, summary, curves)
+    return summary
+
+
+# ------------------------------------------------------------------------------------------------ DSBench
+
+
+@dataclass(frozen=True)
+class DsbenchData:
+    """The DSBench tasks found under a user's copy of the official layout, with their scoring specs."""
+
+    root: Path
+    specs: tuple[DsbenchSpec, ...]  # the selected tasks, in order
+    all_specs: tuple[DsbenchSpec, ...]  # every task of tasks.json (RPG over all counts missing ones as 0)
+
+    def answers_path(self, name: str) -> Path:
+        return self.root / "answers" / name / "test_answer.csv"
+
+
+def load_dsbench(
+    root: str | Path,
+    specs: Sequence[DsbenchSpec],
+    names: Sequence[str] | None = None,
+    limit: int | None = None,
+) -> DsbenchData:
+    """Select the tasks present under ``root`` (``task/<name>.txt``) that ``specs`` can score.
+
+    ``names`` picks tasks explicitly (each must exist and have a spec); otherwise every spec'd task whose
+    text is present is taken, in ``specs`` order. Every selected task must have its answers file.
+    """
+    root = Path(root)
+    if not (root / "task").is_dir():
+        raise TaskError(f"DSBench data: {root / 'task'} not found (expected task/, data_resplit/, answers/ under {root})")
+    by_name = {s.name: s for s in specs}
+    if names:
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise TaskError(f"DSBench: no scoring spec for task(s) {', '.join(unknown)} (add them to tasks.json)")
+        selected = [by_name[n] for n in names]
+    else:
+        selected = [s for s in specs if (root / "task" / f"{s.name}.txt").is_file()]
+    if limit is not None:
+        selected = selected[: max(0, limit)]
+    for spec in selected:
+        for path in (root / "task" / f"{spec.name}.txt", root / "data_resplit" / spec.name,
+                     root / "answers" / spec.name / "test_answer.csv"):
+            if not path.exists():
+                raise TaskError(f"DSBench task {spec.name}: {path} not found")
+    return DsbenchData(root=root, specs=tuple(selected), all_specs=tuple(specs))
+
+
+def _best(scores: list[tuple[dict[str, Any], SubmissionScore]], higher: bool) -> dict[str, Any] | None:
+    scored = [(entry, s) for entry, s in scores if s.ok]
+    if not scored:
+        return None
+    return max(scored, key=lambda es: (es[1].normalized, es[1].value if higher else -es[1].value))[0]  # type: ignore[operator]
+
+
+def _dsbench_record(result: Any, spec: DsbenchSpec, data: DsbenchData, capture: SubmissionCapture) -> TaskRecord:
+    record = record_from_result(result, "dsbench")
+    iterations = {c.tag: c.iteration for c in record.candidates}
+    scores: list[tuple[dict[str, Any], SubmissionScore]] = []
+    for candidate in result.candidates:
+        node = result.tree[candidate.tag] if candidate.tag in result.tree else None
+        name = extract_answers(candidate.answer).get("submission_file", "submission.csv").strip()
+        blob = capture.for_node(node) if node is not None and name == capture.file_name else None
+        score = score_submission(spec, data.answers_path(spec.name), blob)
+        entry = {"tag": candidate.tag, "iteration": iterations.get(candidate.tag), "value": score.value,
+                 "normalized": score.normalized, "error": score.error, "node_value": candidate.value}
+        scores.append((entry, score))
+    capture.forget(result.tree.nodes)
+    entries = {e["tag"]: e for e, _ in scores}
+    final = entries.get(result.chosen_tag or "")
+    by_value = entries.get(result.verdict.by_value.tag) if result.verdict.by_value else None
+    best = _best(scores, spec.higher_is_better)
+    extra = {
+        "metric": spec.metric,
+        "submissions": [e for e, _ in scores],
+        "final": final["value"] if final else None,
+        "value_selected": by_value["value"] if by_value else None,
+        "best": best["value"] if best else None,
+        "normalized_final": final["normalized"] if final else 0.0,
+        "normalized_value": by_value["normalized"] if by_value else 0.0,
+        "normalized_best": best["normalized"] if best else 0.0,
+    }
+    return TaskRecord(**{**record.__dict__, "extra": extra})
+
+
+def run_dsbench(
+    data: DsbenchData,
+    policy: Any,
+    config: Any,
+    options: RunOptions,
+    value: Any = None,
+    simplify: bool = True,
+    model_key: str = "",
+    make_sandbox: Callable[[], Any] | None = None,
+    solver: Any = None,
+) -> tuple[RunOutcome, dict[str, Any]]:
+    """Simplify each task text (cached), search with the submission format, score every answer node's file."""
+    from benchmarks.dsbench.simplify import simplify_description
+
+    done = ResultsLog(options.out_dir / "results.jsonl").done_ids
+    tasks = []
+    for spec in data.specs:
+        description = None
+        if simplify and spec.name not in done:
+            text = (data.root / "task" / f"{spec.name}.txt").read_text(encoding="utf-8", errors="replace")
+            description = simplify_description(text, policy, options.out_dir / "simplified", model_key=model_key)
+        tasks.append(task_from_dsbench(data.root, spec.name, description=description))
+    capture = SubmissionCapture()
+    inner = make_sandbox or sandbox_factory(config.cell_timeout)
+    by_name = {s.name: s for s in data.specs}
+    outcome = run_loop(
+        tasks,
+        benchmark="dsbench",
+        policy=policy,
+        make_sandbox=lambda: CapturingSandbox(inner(), capture),
+        config=config,
+        value=value,
+        options=options,
+        to_record=lambda result, task: _dsbench_record(result, by_name[task.id], data, capture),
+        solver=solver,
+    )
+    return outcome, report_dsbench(options.out_dir, data)
+
+
+def report_dsbench(out_dir: Path, data: DsbenchData, run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Task success, RPG (final, value-selected, best submission) over the selected tasks and over all."""
+    wanted = {s.name for s in data.specs}
+    records = [r for r in _records(out_dir) if r.id in wanted]
+    by_id = {r.id: r for r in records}
+    n = len(data.specs) or 1
+    figures: dict[str, dict[str, float | None]] = {"final": {}, "value": {}, "best": {}}
+    rows = []
+    for spec in data.specs:
+        record = by_id.get(spec.name)
+        extra = record.extra if record else {}
+        figures["final"][spec.name] = extra.get("final")
+        figures["value"][spec.name] = extra.get("value_selected")
+        figures["best"][spec.name] = extra.get("best")
+        subs = extra.get("submissions") or []
+        rows.append({"task": spec.name, "metric": spec.metric, "final": extra.get("final"),
+                     "value_selected": extra.get("value_selected"), "best": extra.get("best"),
+                     "submissions": len(subs), "scored": sum(1 for s in subs if s.get("value") is not None),
+                     "normalized_final": extra.get("normalized_final", 0.0), "finished": record is not None})
+    metrics = {
+        "success_rate": sum(v is not None for v in figures["final"].values()) / n,
+        "success_rate_any": sum(v is not None for v in figures["best"].values()) / n,
+        "rpg_final": rpg(figures["final"], data.specs),
+        "rpg_value": rpg(figures["value"], data.specs),
+        "rpg_best": rpg(figures["best"], data.specs),
+        "rpg_final_all_tasks": rpg(figures["final"], data.all_specs),
+        "rpg_best_all_tasks": rpg(figures["best"], data.all_specs),
+        "tasks_selected": len(data.specs),
+        "tasks_total": len(data.all_specs),
+    }
+    summary: dict[str, Any] = {"benchmark": "dsbench", "finished": len(records), "metrics": metrics, "tasks": rows,
+                               **cost_summary(records)}
+    summary["finished"] = len(records)
+    if run:
+        summary["run"] = run
+
+    def normalized(candidate: Any, record: TaskRecord) -> float:
+        for entry in record.extra.get("submissions") or ():
+            if entry.get("tag") == candidate.tag:
+                return float(entry.get("normalized") or 0.0)
+        return 0.0
+
+    write_report(out_dir, summary, accuracy_curves(records, normalized))
+    return summary

@@ -1,0 +1,310 @@
+"""``jupiter bench``: run DABench, AIME 2025 or DSBench data modeling, rebuild a run's report, compare runs.
+
+    jupiter bench dabench [--data DIR] [--llm SPEC] [--value-model DIR] [--mode infer|collect|react|vote]
+                          [--limit N] [--ids ID ...] [--out DIR] [--ray]
+    jupiter bench aime    [--data DIR] ...
+    jupiter bench dsbench --data DSBENCH_ROOT [--tasks NAME ...] [--no-simplify] ...
+    jupiter bench report  RUN_DIR            (rebuild summary.{json,md} and plots from results.jsonl)
+    jupiter bench compare RUN_DIR RUN_DIR ... [--plot FILE]
+
+A run folder is resumable: rerunning the same command skips the tasks already in ``results.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from jupiter.task import TaskError
+
+__all__ = ["add_parser"]
+
+log = logging.getLogger(__name__)
+
+BENCH_DEFAULTS: dict[str, dict[str, Any]] = {
+    "dabench": {},
+    "aime": {},
+    "dsbench": {"iterations": 50, "max_depth": 25},
+}
+
+
+def _common(parser: argparse.ArgumentParser, benchmark: str) -> None:
+    parser.add_argument("--data", type=Path, help="benchmark folder (default: the shared copy beside the checkout)")
+    parser.add_argument("--llm", default="default",
+                        help="policy spec: default | replay:FILE.json | http://HOST:PORT/v1#model=NAME | vllm:DIR | hf:DIR")
+    parser.add_argument("--value-model", type=Path, help="trained value model folder (scores nodes in infer mode)")
+    parser.add_argument("--mode", choices=["infer", "collect", "react", "vote"], default="infer")
+    defaults = BENCH_DEFAULTS[benchmark]
+    parser.add_argument("--iterations", type=int, default=defaults.get("iterations"),
+                        help="search iterations per task (tree modes) or steps per path (react/vote)")
+    parser.add_argument("--expansions", type=int, help="samples per expansion (K)")
+    parser.add_argument("--max-depth", type=int, default=defaults.get("max_depth"), help="most steps on a path")
+    parser.add_argument("--max-tokens", type=int, help="most tokens per reply")
+    parser.add_argument("--cell-timeout", type=float, help="seconds per cell")
+    parser.add_argument("--concurrency", type=int, help="trees searched together (one batched model call per step)")
+    parser.add_argument("--limit", type=int, help="only the first N tasks")
+    parser.add_argument("--ids", nargs="+", help="only these task ids")
+    parser.add_argument("--out", type=Path, help="run folder (default: runs/<benchmark>-<mode>-<time>)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ray", action="store_true", help="run the trees on Ray (search.ray_driver)")
+    parser.add_argument("--no-trees", action="store_true", help="do not save trees/<id>.json")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("bench", help="run a benchmark (DABench, AIME 2025, DSBench) or compare runs")
+    inner = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
+    dab = inner.add_parser("dabench", help="InfiAgent-DABench closed-form questions: ABQ / PASQ / UASQ")
+    _common(dab, "dabench")
+    dab.set_defaults(handler=run_dabench_command)
+    aime = inner.add_parser("aime", help="AIME 2025 with the tool-use prompt: OR and Vote accuracy")
+    _common(aime, "aime")
+    aime.set_defaults(handler=run_aime_command)
+    ds = inner.add_parser("dsbench", help="DSBench data modeling: task success and RPG")
+    _common(ds, "dsbench")
+    ds.add_argument("--tasks", nargs="+", help="task names (default: every task of tasks.json present under --data)")
+    ds.add_argument("--tasks-json", type=Path, help="scoring metadata (default: the shared dsbench/tasks.json)")
+    ds.add_argument("--no-simplify", action="store_true", help="search on the full competition text")
+    ds.set_defaults(handler=run_dsbench_command)
+    report = inner.add_parser("report", help="rebuild a run's summary and plots from its results.jsonl")
+    report.add_argument("run", type=Path)
+    report.set_defaults(handler=report_command)
+    compare = inner.add_parser("compare", help="print a table of several runs' headline figures")
+    compare.add_argument("runs", nargs="+", type=Path)
+    compare.add_argument("--plot", type=Path, help="also plot every run's accuracy-vs-iterations curves here")
+    compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    compare.set_defaults(handler=compare_command)
+    parser.set_defaults(handler=lambda args: parser.print_help() or 2)
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from search import config_for_mode
+
+    overrides = {
+        "iterations": args.iterations,
+        "expansions": args.expansions,
+        "max_depth": args.max_depth,
+        "max_tokens": args.max_tokens,
+        "cell_timeout": args.cell_timeout,
+        "max_trees_in_flight": args.concurrency,
+    }
+    return config_for_mode(args.mode, **overrides)
+
+
+def _value(path: Path | None) -> Any:
+    """The value model at ``path`` (None without one)."""
+    if path is None:
+        return None
+    if not path.exists():
+        raise TaskError(f"--value-model: {path} not found")
+    import value_model
+
+    loader = getattr(value_model, "load_value", None)
+    if not callable(loader):
+        raise TaskError("--value-model: this build's value_model package has no load_value(path) yet")
+    return loader(path)
+
+
+def _out_dir(args: argparse.Namespace, benchmark: str) -> Path:
+    if args.out is not None:
+        return args.out
+    return Path("runs") / f"{benchmark}-{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _run_info(args: argparse.Namespace, benchmark: str, config: Any, data: Path | None) -> dict[str, Any]:
+    return {
+        "benchmark": benchmark,
+        "llm": args.llm,
+        "value_model": str(args.value_model) if args.value_model else None,
+        "mode": args.mode,
+        "data": str(data) if data else None,
+        "config": config.to_dict(),
+        "ray": bool(args.ray),
+        "seed": args.seed,
+        "ids": list(args.ids) if args.ids else None,
+        "limit": args.limit,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def _options(args: argparse.Namespace, out_dir: Path) -> Any:
+    from benchmarks.runner import RunOptions
+
+    return RunOptions(out_dir=out_dir, seed=args.seed, progress=not args.no_progress,
+                      save_trees=not args.no_trees, ray=args.ray)
+
+
+def _print_result(out_dir: Path, outcome: Any, summary: dict[str, Any]) -> None:
+    from benchmarks.report import format_table, headline
+
+    pairs = headline(summary)
+    print(format_table([t for t, _ in pairs], [[_short(v) for _, v in pairs]]))
+    print(f"ran {outcome.ran} task(s), skipped {outcome.skipped} already done, {outcome.failed} with errors; "
+          f"report: {out_dir / 'summary.md'}")
+
+
+def _short(value: Any) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def _run(args: argparse.Namespace, benchmark: str, go: Any) -> int:
+    """Shared run plumbing: config, policy, value model, run.json, errors → exit codes."""
+    from benchmarks.runner import RayUnavailableError, solver_for, write_run_info
+    from search import ConfigError
+
+    try:
+        config = _config(args)
+    except (ConfigError, ValueError) as exc:
+        print(f"jupiter bench: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        solver = solver_for(args.ray)
+    except RayUnavailableError as exc:
+        print(f"jupiter bench: error: {exc}", file=sys.stderr)
+        return 2
+    out_dir = _out_dir(args, benchmark)
+    from jupiter.llm import PolicyError, load_policy
+
+    value = _value(args.value_model)
+    try:
+        policy = load_policy(args.llm)
+    except PolicyError as exc:
+        print(f"jupiter bench: error: --llm: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return go(config, policy, value, out_dir, solver, write_run_info)
+    finally:
+        close = getattr(policy, "close", None)
+        if callable(close):
+            close()
+
+
+# --------------------------------------------------------------------------------------------- commands
+
+
+def run_dabench_command(args: argparse.Namespace) -> int:
+    from benchmarks.dabench import load_dabench
+    from benchmarks.runs import report_dabench, run_dabench
+
+    data = load_dabench(args.data, ids=args.ids, limit=args.limit)
+
+    def go(config, policy, value, out_dir, solver, write_run_info) -> int:
+        info = _run_info(args, "dabench", config, data.folder)
+        write_run_info(out_dir, info)
+        outcome, summary = run_dabench(data, policy, config, _options(args, out_dir), value=value, solver=solver)
+        summary = report_dabench(out_dir, data, run=_run_brief(info))
+        _print_result(out_dir, outcome, summary)
+        return 0
+
+    return _run(args, "dabench", go)
+
+
+def run_aime_command(args: argparse.Namespace) -> int:
+    from benchmarks.aime import load_aime
+    from benchmarks.paths import default_data_dir
+    from benchmarks.runs import report_aime, run_aime
+
+    tasks = load_aime(args.data, ids=args.ids, limit=args.limit)
+
+    def go(config, policy, value, out_dir, solver, write_run_info) -> int:
+        info = _run_info(args, "aime2025", config, args.data or default_data_dir("aime2025"))
+        write_run_info(out_dir, info)
+        outcome, summary = run_aime(tasks, policy, config, _options(args, out_dir), value=value, solver=solver)
+        summary = report_aime(out_dir, tasks, run=_run_brief(info))
+        _print_result(out_dir, outcome, summary)
+        return 0
+
+    return _run(args, "aime2025", go)
+
+
+def run_dsbench_command(args: argparse.Namespace) -> int:
+    from benchmarks.dsbench import load_specs
+    from benchmarks.metrics import MetricError
+    from benchmarks.paths import default_data_dir
+    from benchmarks.runs import load_dsbench, report_dsbench, run_dsbench
+
+    if args.data is None:
+        raise TaskError("jupiter bench dsbench: --data is required (the folder holding task/, data_resplit/, answers/)")
+    try:
+        specs = load_specs(args.tasks_json)
+    except MetricError as exc:
+        raise TaskError(str(exc)) from None
+    data = load_dsbench(args.data, specs, names=args.tasks or args.ids, limit=args.limit)
+    if not data.specs:
+        raise TaskError(f"jupiter bench dsbench: no task of {args.tasks_json or default_data_dir('dsbench') / 'tasks.json'} "
+                        f"found under {args.data / 'task'}")
+
+    def go(config, policy, value, out_dir, solver, write_run_info) -> int:
+        info = _run_info(args, "dsbench", config, args.data)
+        info["simplify"] = not args.no_simplify
+        info["tasks"] = [s.name for s in data.specs]
+        info["tasks_json"] = str(args.tasks_json) if args.tasks_json else None
+        write_run_info(out_dir, info)
+        outcome, _ = run_dsbench(data, policy, config, _options(args, out_dir), value=value,
+                                 simplify=not args.no_simplify, model_key=args.llm, solver=solver)
+        summary = report_dsbench(out_dir, data, run=_run_brief(info))
+        _print_result(out_dir, outcome, summary)
+        return 0
+
+    return _run(args, "dsbench", go)
+
+
+def _run_brief(info: dict[str, Any]) -> dict[str, Any]:
+    config = info.get("config") or {}
+    return {"llm": info.get("llm"), "value_model": info.get("value_model"), "mode": info.get("mode"),
+            "iterations": config.get("iterations"), "expansions": config.get("expansions"),
+            "max_depth": config.get("max_depth")}
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """Rebuild a run's report from ``run.json`` + ``results.jsonl``."""
+    from benchmarks.aime import load_aime
+    from benchmarks.dabench import load_dabench
+    from benchmarks.dsbench import load_specs
+    from benchmarks.runs import load_dsbench, report_aime, report_dabench, report_dsbench
+
+    info_path = args.run / "run.json"
+    if not info_path.is_file():
+        raise TaskError(f"{args.run}: no run.json here (not a `jupiter bench` run folder)")
+    info = json.loads(info_path.read_text(encoding="utf-8"))
+    ids = info.get("ids") or None
+    limit = info.get("limit")
+    benchmark = info.get("benchmark")
+    data_dir = Path(info["data"]) if info.get("data") else None
+    if benchmark == "dabench":
+        summary = report_dabench(args.run, load_dabench(data_dir, ids=ids, limit=limit), run=_run_brief(info))
+    elif benchmark == "aime2025":
+        summary = report_aime(args.run, load_aime(data_dir, ids=ids, limit=limit), run=_run_brief(info))
+    elif benchmark == "dsbench":
+        specs = load_specs(info.get("tasks_json"))
+        data = load_dsbench(data_dir, specs, names=info.get("tasks") or ids, limit=limit)
+        summary = report_dsbench(args.run, data, run=_run_brief(info))
+    else:
+        raise TaskError(f"{info_path}: unknown benchmark {benchmark!r}")
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("tasks",)}, default=str))
+    return 0
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    from benchmarks.report import compare_runs, format_table
+
+    try:
+        header, rows = compare_runs(args.runs, plot=args.plot)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"jupiter bench compare: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([dict(zip(header, row)) for row in rows]))
+    else:
+        print(format_table(header, rows))
+    return 0
