@@ -1,0 +1,213 @@
+"""Policy backend running a Hugging Face causal LM with transformers, in this process (CPU by default).
+
+It is what ``default`` means: the embedded Gemma 3 270M (``jupiter.default_model``) needs no server, so
+``jupiter solve`` works on a fresh CPU machine. One ``generate`` call runs the whole batch: prompts are left
+padded and each is expanded to ``n`` samples (``num_return_sequences``).
+
+Sampling is done by our own logits processor rather than transformers' warpers, for one reason: it sees the
+raw logits first, so ``mean_logprob`` is the model's own log-probability of each generated token (what vLLM
+reports too), not the probability after temperature and top-p. Stop strings are applied to the decoded text:
+the text is cut at the first stop string and ``finish_reason`` becomes ``stop``.
+
+Randomness: each call seeds its own fork of torch's RNG (``torch.random.fork_rng``), from ``params.seed`` or
+fresh OS entropy, so a seeded call is reproducible and no call changes the process-wide RNG state.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessor, LogitsProcessorList
+
+from jupiter.llm.base import BasePolicy
+from jupiter.llm.rendering import render_for_tokenizer, template_by_name
+from jupiter.llm.types import Completion, FinishReason, PolicySpecError, SamplingParams
+from jupiter.prompts import Message
+
+__all__ = ["HfConfig", "HfPolicy"]
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32}
+#: Tokens that end a chat turn besides the tokenizer's EOS (Gemma, ChatML).
+_END_OF_TURN_TOKENS = ("<end_of_turn>", "<|im_end|>")
+
+
+@dataclass(frozen=True)
+class HfConfig:
+    """Settings of the transformers backend.
+
+    Attributes:
+        model_dir: a Hugging Face model folder; None means the embedded default model.
+        dtype: ``bfloat16`` (half the memory, what the default model is stored in) or ``float32``.
+        template: ``gemma`` / ``chatml`` to force ``render_prompt`` with that template; None uses the
+            tokenizer's chat template when it has one, else Gemma's.
+        threads: torch intra-op threads; None leaves torch's setting alone.
+    """
+
+    model_dir: Path | None = None
+    dtype: str = "bfloat16"
+    template: str | None = None
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _DTYPES:
+            raise PolicySpecError(f"HfConfig.dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
+        if self.model_dir is not None and not (Path(self.model_dir) / "config.json").is_file():
+            raise PolicySpecError(f"HfConfig.model_dir {self.model_dir} is not a Hugging Face model folder (no config.json)")
+        if self.template is not None:
+            template_by_name(self.template)
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise PolicySpecError(f"HfConfig.threads must be an int >= 1, got {self.threads!r}")
+
+    @classmethod
+    def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> "HfConfig":
+        """From ``hf:PATH|default#dtype=...&template=...&threads=...``; errors name the spec."""
+        known = {"dtype", "template", "threads"}
+        unknown = set(options) - known
+        if unknown:
+            raise PolicySpecError(f"policy spec {spec!r}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+        try:
+            return cls(
+                model_dir=None if target == "default" else Path(target).expanduser(),
+                dtype=options.get("dtype", "bfloat16"),
+                template=options.get("template") or None,
+                threads=int(options["threads"]) if "threads" in options else None,
+            )
+        except (PolicySpecError, ValueError) as exc:
+            raise PolicySpecError(f"policy spec {spec!r}: {exc}") from None
+
+
+class _SampleAndRecord(LogitsProcessor):
+    """Records the raw log-probability of each chosen token, then applies temperature and top-p.
+
+    At step t the processor sees the token chosen at step t-1 (the last column of ``input_ids``) and looks
+    it up in the log-softmax it kept from step t-1; the final step's token is looked up by ``finish``.
+    Only one (rows × vocabulary) matrix is kept at a time.
+    """
+
+    def __init__(self, temperature: float, top_p: float) -> None:
+        self.temperature = temperature
+        self.top_p = top_p
+        self.previous: torch.Tensor | None = None
+        self.chosen: list[torch.Tensor] = []  # one (rows,) tensor per generated token
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        scores = scores.float()
+        if self.previous is not None:
+            self.chosen.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
+        self.previous = torch.log_softmax(scores, dim=-1)
+        if self.temperature > 0 and self.temperature != 1.0:
+            scores = scores / self.temperature
+        if self.top_p < 1.0:
+            ordered, order = torch.sort(scores, descending=True, dim=-1)
+            mass = torch.softmax(ordered, dim=-1).cumsum(dim=-1)
+            drop = mass - torch.softmax(ordered, dim=-1) >= self.top_p  # keep the token that crosses top_p
+            ordered = ordered.masked_fill(drop, float("-inf"))
+            scores = torch.full_like(scores, float("-inf")).scatter(1, order, ordered)
+        return scores
+
+    def finish(self, sequences: torch.Tensor, steps: int) -> torch.Tensor:
+        """(rows, steps) log-probs of the generated tokens."""
+        chosen = list(self.chosen)
+        if self.previous is not None and len(chosen) < steps:
+            chosen.append(self.previous.gather(1, sequences[:, -1:]).squeeze(1))
+        return torch.stack(chosen, dim=1) if chosen else torch.zeros(sequences.shape[0], 0)
+
+
+class HfPolicy(BasePolicy):
+    """transformers policy; the model is loaded once at construction (a few seconds for the default)."""
+
+    name = "hf"
+
+    def __init__(self, config: HfConfig = HfConfig()) -> None:
+        super().__init__()
+        self.config = config
+        if config.threads is not None:
+            torch.set_num_threads(config.threads)
+        if config.model_dir is None:
+            from jupiter.default_model import ensure_default_model
+
+            model_dir = ensure_default_model()
+        else:
+            model_dir = Path(config.model_dir)
+        self.model_dir = model_dir
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        self.tokenizer.padding_side = "left"
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=_DTYPES[config.dtype]).eval()
+        self._template = template_by_name(config.template) if config.template else None
+        self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        self._end_ids = self._end_token_ids()
+
+    def _end_token_ids(self) -> list[int]:
+        ids = {self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set()
+        vocab = self.tokenizer.get_vocab()
+        ids.update(vocab[t] for t in _END_OF_TURN_TOKENS if t in vocab)
+        return sorted(ids)
+
+    def render(self, history: list[Message]) -> str:
+        """The prompt text for one history (tokenizer chat template, else the Gemma template)."""
+        return render_for_tokenizer(history, self.tokenizer, self._template)
+
+    def _generate(self, histories: list[list[Message]], params: SamplingParams) -> list[list[Completion]]:
+        prompts = [self.render(h) for h in histories]
+        batch = self.tokenizer(prompts, return_tensors="pt", padding=True)
+        prompt_len = batch["input_ids"].shape[1]
+        self._usage.add(prompt_tokens=int(batch["attention_mask"].sum()), requests=1)
+        sampler = _SampleAndRecord(params.temperature, params.top_p)
+        # temperature and top-p are applied by `sampler`; transformers' own warpers stay off (top_k=0)
+        sampling = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0} if not params.greedy else {}
+        generation = GenerationConfig(
+            max_new_tokens=params.max_tokens,
+            num_return_sequences=params.n,
+            eos_token_id=self._end_ids,
+            pad_token_id=self._pad_id,
+            **sampling,
+        )
+        seed = params.seed if params.seed is not None else int.from_bytes(os.urandom(4), "little")
+        with torch.inference_mode(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            sequences = self.model.generate(
+                **batch, generation_config=generation, logits_processor=LogitsProcessorList([sampler])
+            )
+        new_tokens = sequences[:, prompt_len:]
+        logprobs = sampler.finish(sequences, new_tokens.shape[1])
+        completions = [self._completion(new_tokens[row], logprobs[row], params) for row in range(new_tokens.shape[0])]
+        return [completions[i * params.n : (i + 1) * params.n] for i in range(len(histories))]
+
+    def _completion(self, tokens: torch.Tensor, logprobs: torch.Tensor, params: SamplingParams) -> Completion:
+        ids = tokens.tolist()
+        length, reason = len(ids), FinishReason.LENGTH.value
+        for k, token in enumerate(ids):
+            if token in self._end_ids:
+                length, reason = k + 1, FinishReason.STOP.value
+                break
+        content = [t for t in ids[:length] if t not in self._end_ids]
+        text = self.tokenizer.decode(content, skip_special_tokens=True)
+        cut = min((text.find(s) for s in params.stop if s in text), default=-1)
+        if cut >= 0:
+            text, reason = text[:cut], FinishReason.STOP.value
+            length = self._tokens_until(content, params.stop)
+        mean = float(logprobs[:length].mean()) if params.logprobs and length > 0 else None
+        return Completion(text=text, finish_reason=reason, mean_logprob=mean, num_tokens=length)
+
+    def _tokens_until(self, ids: list[int], stops: tuple[str, ...]) -> int:
+        """Fewest leading tokens whose text contains a stop string (binary search: decoding is monotone)."""
+        low, high = 1, len(ids)
+        while low < high:
+            mid = (low + high) // 2
+            text = self.tokenizer.decode(ids[:mid], skip_special_tokens=True)
+            if any(s in text for s in stops):
+                high = mid
+            else:
+                low = mid + 1
+        return low
+
+    def _close(self) -> None:
+        self.model = None
+        self.tokenizer = None

@@ -1,0 +1,196 @@
+"""The policy vocabulary: sampling settings, completions, usage counters, the protocol and its errors.
+
+No logic and no third-party imports live here, so that the search (and anything else that only *talks* to
+a policy) can import these types without pulling in requests, torch or vLLM.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import asdict, dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+from jupiter.prompts import STOP_SEQUENCES, Message
+
+__all__ = [
+    "SamplingParams",
+    "Completion",
+    "FinishReason",
+    "PolicyStats",
+    "Policy",
+    "PolicyError",
+    "PolicySpecError",
+    "PolicyConnectionError",
+    "PolicyResponseError",
+]
+
+
+class PolicyError(RuntimeError):
+    """A policy backend could not produce completions (infrastructure failure, never the model's fault)."""
+
+
+class PolicySpecError(PolicyError, ValueError):
+    """A policy spec string (``load_policy``) or a backend option is malformed; the message names it."""
+
+
+class PolicyConnectionError(PolicyError):
+    """The model server could not be reached (after retries); the message names the URL."""
+
+
+class PolicyResponseError(PolicyError):
+    """The model server answered with an error status or a response we cannot read; names the URL."""
+
+
+class FinishReason(str, enum.Enum):
+    """Why a completion ended. A ``LENGTH`` reply was cut by ``max_tokens`` and is not an answer.
+
+    ``Completion.finish_reason`` is a plain ``str`` (servers may report values we do not know, e.g.
+    ``"content_filter"``); compare with these members, which are ``str`` too.
+    """
+
+    STOP = "stop"  # a stop string or the end-of-sequence token
+    LENGTH = "length"  # max_tokens reached
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Per-call sampling settings, validated at construction (errors name the field).
+
+    Attributes:
+        n: completions per history (>= 1).
+        temperature: >= 0; 0 means greedy decoding.
+        top_p: nucleus mass in (0, 1].
+        max_tokens: most new tokens per completion (>= 1).
+        stop: strings that end a completion; the stop string itself is not part of ``Completion.text``.
+        seed: makes sampling reproducible; with ``n > 1`` every child gets its own seed derived from it
+            (``child_seeds``), because one seed for all children once gave identical siblings in vLLM.
+        logprobs: ask the backend for token log-probabilities (fills ``Completion.mean_logprob``). Costs
+            throughput, so only ask when the search prior needs it.
+    """
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    stop: tuple[str, ...] = STOP_SEQUENCES
+    seed: int | None = None
+    logprobs: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
+            raise ValueError(f"SamplingParams.n must be an int >= 1, got {self.n!r}")
+        if not _is_number(self.temperature) or not self.temperature >= 0 or math.isinf(self.temperature):
+            raise ValueError(f"SamplingParams.temperature must be a finite number >= 0, got {self.temperature!r}")
+        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
+            raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise ValueError(f"SamplingParams.max_tokens must be an int >= 1, got {self.max_tokens!r}")
+        stop = self.stop
+        if isinstance(stop, str):
+            stop = (stop,)
+        if not isinstance(stop, (tuple, list)) or not all(isinstance(s, str) and s for s in stop):
+            raise ValueError(f"SamplingParams.stop must be a tuple of non-empty strings, got {self.stop!r}")
+        object.__setattr__(self, "stop", tuple(stop))
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise ValueError(f"SamplingParams.seed must be an int or None, got {self.seed!r}")
+        if not isinstance(self.logprobs, bool):
+            raise ValueError(f"SamplingParams.logprobs must be a bool, got {self.logprobs!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled continuation of a history.
+
+    Attributes:
+        text: the generated text, without the stop string that ended it.
+        finish_reason: ``"stop"`` (stop string / end of sequence), ``"length"`` (cut by max_tokens), or what
+            the server said.
+        mean_logprob: mean log-probability (natural log) per generated token, when logprobs were asked for
+            and the backend gives them; else None. The search uses it as the PUCT prior.
+        num_tokens: generated tokens (including the tokens of the stop string, as servers count them).
+    """
+
+    text: str
+    finish_reason: str
+    mean_logprob: float | None = None
+    num_tokens: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        """True when max_tokens cut the reply: such a reply is not an answer."""
+        return self.finish_reason == FinishReason.LENGTH
+
+
+@dataclass(frozen=True)
+class PolicyStats:
+    """Usage counters of one policy since it was built (every report states tokens, calls and time).
+
+    Attributes:
+        calls: ``generate`` calls.
+        prompts: histories sent (one per history, whatever ``n``).
+        completions: completions returned.
+        prompt_tokens: prompt tokens processed, when the backend reports them (0 otherwise).
+        completion_tokens: generated tokens.
+        seconds: wall-clock seconds spent inside ``generate``.
+        requests: backend requests (HTTP requests, engine calls).
+        retries: retried HTTP requests (429 / 5xx / connection errors).
+        cached_prompt_tokens: prompt tokens served from a prefix cache, when the backend reports them.
+        prefix_cache_hit_rate: cached_prompt_tokens / prompt_tokens when the backend reports cache hits,
+            else None.
+    """
+
+    calls: int = 0
+    prompts: int = 0
+    completions: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    requests: int = 0
+    retries: int = 0
+    cached_prompt_tokens: int | None = None
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        if self.cached_prompt_tokens is None or self.prompt_tokens <= 0:
+            return None
+        return self.cached_prompt_tokens / self.prompt_tokens
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.completion_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["prefix_cache_hit_rate"] = self.prefix_cache_hit_rate
+        out["tokens_per_second"] = self.tokens_per_second
+        return out
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What the search sees of a model: batched sampling of continuations for chat histories."""
+
+    def generate(self, histories: Sequence[Sequence[Message]], params: SamplingParams) -> list[list[Completion]]:
+        """Sample ``params.n`` completions for each history.
+
+        Returns one list per history, in input order, each holding exactly ``params.n`` completions.
+        Raises ``PolicyError`` (or a subclass) on infrastructure failures.
+        """
+        ...
+
+    def stats(self) -> PolicyStats:
+        """Usage counters since the policy was built."""
+        ...
+
+    def close(self) -> None:
+        """Release what the policy holds (sessions, thread pools, engines). Idempotent."""
+        ...
