@@ -306,6 +306,11 @@ class Server:
                 os._exit(0)
             sys.stdout, sys.stderr = saved
         collector, _current = _current, _Collector(0)
+        error = result.error_before_exec or result.error_in_exec
+        if error is not None and not any(o["output_type"] == "error" for o in collector.outputs):
+            # IPython could not format the traceback (e.g. out of memory): report the exception plainly.
+            lines = traceback.format_exception(type(error), error, error.__traceback__, limit=-3)
+            collector.error(type(error).__name__, str(error), lines)
         return {
             "op": "result",
             "outputs": collector.finish(),
@@ -313,6 +318,7 @@ class Server:
             "execution_count": result.execution_count,
             "duration_s": time.monotonic() - started,
             "dropped_chars": collector.dropped,
+            "ename": None if error is None else type(error).__name__,
         }
 
     def _info(self):

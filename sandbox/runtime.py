@@ -52,6 +52,7 @@ class RawResult:
     execution_count: int | None
     duration_s: float
     dropped_chars: int
+    ename: str | None = None
 
 
 def uss_bytes(pid: int) -> int:
@@ -177,11 +178,13 @@ class ForkRuntime:
             self.kill()
             raise RuntimeTimeout(f"cell exceeded its {timeout_s:g} s time limit and was stopped") from exc
         except (protocol.ConnectionClosed, BrokenPipeError, ConnectionResetError) as exc:
+            time.sleep(0.01)  # let a dying process finish its fault report
+            note = self._death_note()
             self.kill()
-            raise RuntimeDied(self._death_note()) from exc
+            raise RuntimeDied(note) from exc
         return RawResult(outputs=reply["outputs"], success=reply["success"],
                          execution_count=reply.get("execution_count"), duration_s=reply["duration_s"],
-                         dropped_chars=int(reply.get("dropped_chars", 0)))
+                         dropped_chars=int(reply.get("dropped_chars", 0)), ename=reply.get("ename"))
 
     def fork(self, workspace: Path, generation: int, timeout_s: float) -> "ForkRuntime | None":
         """A new runtime holding a copy of this state, working in ``workspace`` (copied from ours).
@@ -190,8 +193,9 @@ class ForkRuntime:
             got = _request_fork(self.sock, {"op": "fork", "workspace": str(workspace), "copy": True},
                                 time.monotonic() + timeout_s)
         except (protocol.ConnectionClosed, BrokenPipeError, ConnectionResetError) as exc:
+            note = self._death_note()
             self.kill()
-            raise RuntimeDied(self._death_note()) from exc
+            raise RuntimeDied(note) from exc
         if got is None:
             return None
         sock, host_pid, ns_pid = got

@@ -177,7 +177,8 @@ class Sandbox:
             error = next((o for o in outputs if o["output_type"] == "error"), None)
             exec_error = None if error is None else ExecError(error["ename"], error["evalue"],
                                                               tuple(error["traceback"]))
-            if not raw.success and error is not None and error["ename"] == "MemoryError":
+            out_of_memory = raw.ename == "MemoryError" or (error is not None and error["ename"] == "MemoryError")
+            if not raw.success and out_of_memory:
                 self._count("memory_limits")
                 self._drop_runtime(state)
                 return self._execution(code, ExecStatus.MEMORY_LIMIT, outputs, raw.duration_s,
