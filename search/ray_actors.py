@@ -1,0 +1,251 @@
+"""The Ray actors of a distributed collection: a task queue, tree workers, a shared policy and value scorer.
+
+Why a pull queue: each tree worker drives many trees at once with the batched engine
+(``search.driver.solve_many``), which admits a new task whenever a tree finishes. Feeding it from a queue actor
+keeps every worker's batch full until the very end (no static split, no straggler chunks), and the queue
+remembers which worker took which task so that the driver can hand a dead worker's trees to another one.
+
+The classes here are plain Python; ``ray_driver`` wraps them with ``ray.remote(...)`` and the resources it
+computed from the cluster, so importing this module never needs a running cluster.
+
+A worker's per-task work is one injectable callable, ``SolveFn(tasks, context) -> Iterator[result]``: the
+default runs the real engine; tests may pass a trivial one to exercise the machinery alone.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from jupiter.prompts import Message
+from jupiter.task import Task
+
+from search.config import SearchConfig
+
+__all__ = [
+    "TreeOutcome",
+    "WorkerContext",
+    "SolveFn",
+    "engine_solve",
+    "TaskQueue",
+    "TreeWorker",
+    "PolicyServer",
+    "ValueServer",
+    "RemotePolicy",
+    "RemoteValue",
+    "best_reward",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TreeOutcome:
+    """What a worker sends back for one finished tree (the driver writes the files)."""
+
+    task_id: str
+    attempt: int
+    worker: str
+    tree: Any  # search.Tree, sandbox states dropped
+    nodes: int
+    seconds: float
+    best_reward: float | None
+    answer: str | None
+    correct: bool | None
+    error: str | None
+
+
+@dataclass
+class WorkerContext:
+    """Everything a worker's solve function needs; built once per worker."""
+
+    worker: str
+    policy: Any  # jupiter.llm.Policy or RemotePolicy
+    sandbox_factory: Callable[[], Any]
+    config: SearchConfig
+    value: Any  # search.Value or None
+    seed: int
+
+
+SolveFn = Callable[[Iterable[Task], WorkerContext], Iterator[Any]]
+
+
+def engine_solve(tasks: Iterable[Task], context: WorkerContext) -> Iterator[Any]:
+    """The real per-worker work: the batched engine over a stream of tasks, one sandbox per tree."""
+    from search.driver import solve_many
+
+    return solve_many(tasks, context.policy, context.sandbox_factory, context.config, context.value,
+                      seed=context.seed)
+
+
+def best_reward(tree: Any) -> float | None:
+    """The highest evaluation among the tree's answer nodes (None when no answer was reached)."""
+    values = [n.evaluation for n in getattr(tree, "nodes", ()) if n.is_answer and n.evaluation is not None]
+    return max(values) if values else None
+
+
+class TaskQueue:
+    """Pending (task, attempt) pairs plus who took what; one instance per run, as a Ray actor.
+
+    Retried tasks go to the front so that a failure near the end does not become a straggler.
+    """
+
+    def __init__(self, items: list[tuple[Task, int]]) -> None:
+        self._pending: collections.deque[tuple[Task, int]] = collections.deque(items)
+        self._taken: dict[str, dict[str, tuple[Task, int]]] = {}
+
+    def take(self, worker: str) -> tuple[Task, int] | None:
+        """The next (task, attempt) for ``worker``, or None when nothing is pending."""
+        if not self._pending:
+            return None
+        item = self._pending.popleft()
+        self._taken.setdefault(worker, {})[item[0].id] = item
+        return item
+
+    def done(self, worker: str, task_id: str) -> None:
+        """The driver received ``task_id``'s tree from ``worker``: forget the assignment."""
+        self._taken.get(worker, {}).pop(task_id, None)
+
+    def reclaim(self, worker: str) -> list[tuple[Task, int]]:
+        """Every task ``worker`` took and did not deliver (it died or failed); forgets them."""
+        return list(self._taken.pop(worker, {}).values())
+
+    def put_front(self, items: list[tuple[Task, int]]) -> None:
+        self._pending.extendleft(reversed(items))
+
+    def pending(self) -> int:
+        return len(self._pending)
+
+
+class RemotePolicy:
+    """A ``Policy`` whose ``generate`` runs in a shared ``PolicyServer`` actor (one model for all workers)."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    def generate(self, histories: list[list[Message]], params: Any) -> list[list[Any]]:
+        import ray
+
+        return ray.get(self._handle.generate.remote(histories, params))
+
+    def close(self) -> None:  # the server's owner (the driver) closes it
+        return None
+
+
+class RemoteValue:
+    """The ``Value`` protocol over a shared ``ValueServer`` actor."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    def evaluate(self, histories: list[list[Message]]) -> list[float]:
+        import ray
+
+        return list(ray.get(self._handle.evaluate.remote(histories)))
+
+
+class PolicyServer:
+    """One policy (vLLM in-process, transformers) shared by every worker; calls are served one at a time,
+    each already a batch of many trees' histories."""
+
+    def __init__(self, spec: str) -> None:
+        from jupiter.llm import load_policy
+
+        self._policy = load_policy(spec)
+
+    def generate(self, histories: list[list[Message]], params: Any) -> list[list[Any]]:
+        return self._policy.generate(histories, params)
+
+    def stats(self) -> Any:
+        return self._policy.stats()
+
+
+def load_value_scorer(directory: str) -> Any:
+    """``value_model.ValueScorer.load(directory)``; the error names what is missing."""
+    try:
+        from value_model import ValueScorer  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise RuntimeError(f"--value-model {directory}: value_model.ValueScorer is not available ({exc})") from exc
+    return ValueScorer.load(directory)
+
+
+class ValueServer:
+    """A shared value scorer behind the ``Value`` protocol: ``evaluate(histories) -> list[float]``."""
+
+    def __init__(self, directory: str) -> None:
+        self._scorer = load_value_scorer(directory)
+
+    def evaluate(self, histories: list[list[Message]]) -> list[float]:
+        return [float(v) for v in self._scorer.evaluate(histories)]
+
+
+class TreeWorker:
+    """Drives many trees with the batched engine; pulls tasks from the queue; streams ``TreeOutcome``s.
+
+    The policy is either loaded here from a spec (HTTP client, replay script: cheap and stateless) or a
+    ``RemotePolicy`` over the shared ``PolicyServer``. Sandboxes are created per tree in this process, so their
+    runtimes die with it (the sandbox package ties them to the process that started them).
+    """
+
+    def __init__(self, name: str, config: SearchConfig, sandbox_config: Any = None, policy_spec: str | None = None,
+                 policy_handle: Any = None, value_handle: Any = None, seed: int = 0,
+                 solve_fn: SolveFn | None = None) -> None:
+        if (policy_spec is None) == (policy_handle is None):
+            raise ValueError("TreeWorker: give exactly one of policy_spec and policy_handle")
+        if policy_handle is not None:
+            policy: Any = RemotePolicy(policy_handle)
+        else:
+            from jupiter.llm import load_policy
+
+            policy = load_policy(policy_spec)  # type: ignore[arg-type]
+
+        def sandbox_factory() -> Any:
+            from sandbox import Sandbox, SandboxConfig
+
+            return Sandbox(sandbox_config if sandbox_config is not None else SandboxConfig())
+
+        self.name = name
+        self._solve = solve_fn or engine_solve
+        self._context = WorkerContext(worker=name, policy=policy, sandbox_factory=sandbox_factory, config=config,
+                                      value=RemoteValue(value_handle) if value_handle is not None else None,
+                                      seed=seed)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def run(self, queue: Any) -> Iterator[TreeOutcome]:
+        """Solve tasks pulled from ``queue`` until it is empty; yield one outcome per finished tree."""
+        import ray
+
+        attempts: dict[str, int] = {}
+
+        def pull() -> Iterator[Task]:
+            while True:
+                item = ray.get(queue.take.remote(self.name))
+                if item is None:
+                    return
+                task, attempt = item
+                attempts[task.id] = attempt
+                yield task
+
+        for result in self._solve(pull(), self._context):
+            tree = result.tree
+            for node in getattr(tree, "nodes", ()):
+                node.state = None
+                node.execution = None
+            stats = result.stats
+            yield TreeOutcome(
+                task_id=result.task_id,
+                attempt=attempts.pop(result.task_id, 1),
+                worker=self.name,
+                tree=tree,
+                nodes=int(stats.nodes),
+                seconds=round(float(stats.wall_seconds), 3),
+                best_reward=best_reward(tree),
+                answer=result.answer,
+                correct=result.correct,
+                error=result.error,
+            )
