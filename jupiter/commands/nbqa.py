@@ -113,7 +113,46 @@ def _run_filter(args: argparse.Namespace) -> int:
     return 0
 
 
-STAGES = (_add_crawl, _add_filter)
+# --------------------------------------------------------------------------------------------- extract
+
+
+def _add_extract(inner: argparse._SubParsersAction) -> None:
+    p = inner.add_parser("extract", help="LLM stages: quality, models, tasks, labels, solutions, checks")
+    p.add_argument("input", type=Path, help="the filter stage's selected.jsonl")
+    p.add_argument("--root", type=Path, required=True, help="folder the records' local_path is relative to")
+    p.add_argument("--out", type=Path, required=True, help="output folder (extract.jsonl)")
+    p.add_argument("--llm-url", default=None, help="OpenAI-compatible base URL (env NBQA_LLM_BASE_URL)")
+    p.add_argument("--model", default=None, help="model name (env NBQA_LLM_MODEL)")
+    p.add_argument("--concurrency", type=int, default=4, help="notebooks in flight")
+    p.add_argument("--max-tasks", type=int, default=5, help="tasks asked per notebook")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per LLM request")
+    p.add_argument("--json-mode", action="store_true", help="ask the server for response_format=json_object")
+    p.add_argument("--price-prompt", type=float, default=0.0, help="cost per million prompt tokens")
+    p.add_argument("--price-completion", type=float, default=0.0, help="cost per million completion tokens")
+    p.set_defaults(handler=_run_extract)
+
+
+def _run_extract(args: argparse.Namespace) -> int:
+    from nbqa_pipeline.extract import ExtractConfig, run_extract
+    from nbqa_pipeline.jsonl import read_jsonl
+    from nbqa_pipeline.llm_client import ChatClient, LLMConfig
+
+    if not args.input.is_file():
+        return _fail(f"{args.input}: no such file")
+    try:
+        llm = LLMConfig.from_env(base_url=args.llm_url, model=args.model, timeout=args.timeout,
+                                 json_mode=args.json_mode, price_prompt_per_mtok=args.price_prompt,
+                                 price_completion_per_mtok=args.price_completion)
+        config = ExtractConfig(concurrency=args.concurrency, max_tasks=args.max_tasks)
+    except ValueError as exc:
+        return _fail(str(exc))
+    report = run_extract(read_jsonl(args.input), args.root, args.out, ChatClient(llm), config,
+                         progress=_progress("extract"))
+    _emit(report)
+    return 1 if report.processed == 0 and report.notebooks.get("llm_error") else 0
+
+
+STAGES = (_add_crawl, _add_filter, _add_extract)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -1,0 +1,169 @@
+"""A small chat client for any OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp server, hosted APIs).
+
+Why not the policy backends in ``jupiter.llm``: the pipeline's LLM stages need one plain chat call with
+strict retry semantics and token/cost accounting, not sampling of n continuations; keeping it here keeps
+the pipeline usable without the search stack. Connection errors, timeouts, 429 and 5xx are retried with
+exponential back-off (honouring ``Retry-After``); other 4xx fail at once. ``sleep`` is injectable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import requests
+
+__all__ = ["LLMConfig", "ChatReply", "ChatClient", "LLMError", "Usage"]
+
+log = logging.getLogger(__name__)
+
+
+class LLMError(RuntimeError):
+    """The endpoint could not answer (after retries, or a non-retryable status): an infrastructure failure."""
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """Where and how to call the model. ``from_env`` reads ``NBQA_LLM_BASE_URL`` / ``NBQA_LLM_MODEL`` /
+    ``NBQA_LLM_API_KEY`` (falling back to ``OPENAI_BASE_URL`` / ``OPENAI_MODEL`` / ``OPENAI_API_KEY``)."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout: float = 120.0  # seconds per request
+    max_retries: int = 4  # retries of one request on transport errors, 429 and 5xx
+    backoff: float = 1.0  # first back-off in seconds; doubles per retry
+    temperature: float = 0.0
+    max_tokens: int = 2048
+    json_mode: bool = False  # send response_format={"type": "json_object"} (not every server supports it)
+    price_prompt_per_mtok: float = 0.0  # currency units per million prompt tokens
+    price_completion_per_mtok: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"LLMConfig.base_url must be an http(s) URL, got {self.base_url!r}")
+        if not self.model:
+            raise ValueError("LLMConfig.model is empty")
+        if self.timeout <= 0:
+            raise ValueError(f"LLMConfig.timeout must be > 0, got {self.timeout}")
+        if self.max_retries < 0:
+            raise ValueError(f"LLMConfig.max_retries must be >= 0, got {self.max_retries}")
+        if self.max_tokens < 1:
+            raise ValueError(f"LLMConfig.max_tokens must be >= 1, got {self.max_tokens}")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "LLMConfig":
+        env = os.environ if env is None else env
+        base = overrides.pop("base_url", None) or env.get("NBQA_LLM_BASE_URL") or env.get("OPENAI_BASE_URL")
+        model = overrides.pop("model", None) or env.get("NBQA_LLM_MODEL") or env.get("OPENAI_MODEL")
+        key = overrides.pop("api_key", None) or env.get("NBQA_LLM_API_KEY") or env.get("OPENAI_API_KEY")
+        if not base:
+            raise ValueError("no LLM endpoint: set NBQA_LLM_BASE_URL (or OPENAI_BASE_URL) or pass --llm-url")
+        if not model:
+            raise ValueError("no LLM model: set NBQA_LLM_MODEL (or OPENAI_MODEL) or pass --model")
+        return cls(base_url=base, model=model, api_key=key, **overrides)
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    calls: int
+    failed_calls: int
+    retries: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+
+
+class ChatClient:
+    """``chat(messages) -> ChatReply`` against ``{base_url}/chat/completions``; thread-safe counters."""
+
+    def __init__(self, config: LLMConfig, *, session: requests.Session | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.config = config
+        self.session = session or requests.Session()
+        self.sleep = sleep
+        self._lock = threading.Lock()
+        self._calls = self._failed = self._retries = self._prompt = self._completion = 0
+
+    @property
+    def url(self) -> str:
+        base = self.config.base_url.rstrip("/")
+        return base + "/chat/completions" if base.endswith("/v1") else base + "/v1/chat/completions"
+
+    def usage(self) -> Usage:
+        with self._lock:
+            cost = (self._prompt * self.config.price_prompt_per_mtok
+                    + self._completion * self.config.price_completion_per_mtok) / 1e6
+            return Usage(self._calls, self._failed, self._retries, self._prompt, self._completion, round(cost, 6))
+
+    def chat(self, messages: Sequence[Mapping[str, str]], *, temperature: float | None = None,
+             max_tokens: int | None = None) -> ChatReply:
+        """One completion for ``messages``; raises LLMError when the endpoint cannot answer."""
+        payload: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": self.config.temperature if temperature is None else temperature,
+            "max_tokens": max_tokens or self.config.max_tokens,
+        }
+        if self.config.json_mode:
+            payload["response_format"] = {"type": "json_object"}
+        headers = {"Content-Type": "application/json"}
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        last = ""
+        for attempt in range(self.config.max_retries + 1):
+            wait = self.config.backoff * (2**attempt)
+            try:
+                response = self.session.post(self.url, json=payload, headers=headers, timeout=self.config.timeout)
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 200:
+                    return self._reply(response)
+                last = f"HTTP {response.status_code}: {response.text[:200]}"
+                if response.status_code != 429 and response.status_code < 500:
+                    break  # the request itself is wrong: retrying cannot help
+                retry_after = response.headers.get("Retry-After")
+                if retry_after:
+                    try:
+                        wait = float(retry_after)
+                    except ValueError:
+                        pass
+            if attempt < self.config.max_retries:
+                with self._lock:
+                    self._retries += 1
+                log.info("LLM call failed (%s); retrying in %.1f s", last, wait)
+                self.sleep(wait)
+        with self._lock:
+            self._failed += 1
+        raise LLMError(f"POST {self.url}: {last}")
+
+    def _reply(self, response: requests.Response) -> ChatReply:
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            with self._lock:
+                self._failed += 1
+            raise LLMError(f"POST {self.url}: reply is not a chat completion ({exc!r})") from None
+        usage = data.get("usage") or {}
+        reply = ChatReply(text, choice.get("finish_reason"), int(usage.get("prompt_tokens") or 0),
+                          int(usage.get("completion_tokens") or 0))
+        with self._lock:
+            self._calls += 1
+            self._prompt += reply.prompt_tokens
+            self._completion += reply.completion_tokens
+        return reply
