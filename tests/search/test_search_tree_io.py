@@ -11,7 +11,7 @@ from search.tree import NodeStatus, TerminalReason
 from search.tree_io import TreeFileError, load_tree, save_tree, tree_to_dict
 
 from search_fakes import FakePolicy, FakeSandbox, answer, code
-from test_driver import TASK, script
+from test_search_driver import TASK, script
 
 PAPER_FIELDS = {"tag", "depth", "messages", "is_terminal", "visit_count", "value_sum", "value"}
 

@@ -1,0 +1,172 @@
+"""``jupiter solve TASK.json``: search one task and write result.json, tree.json, solution.ipynb, tree.html.
+
+Defaults are the paper's inference settings (mode ``infer``). With ``--value-model`` the search is
+value-guided (c_puct 0 unless given); without one, ``infer`` falls back to PUCT with c_puct 1.25 and
+log-prob (or uniform) priors, and says so in result.json. With no ``--llm`` the embedded default model runs
+on the CPU: keep ``--iterations``/``--expansions``/``--max-tokens`` small there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from jupiter.task import TaskError, load_task_file
+
+__all__ = ["add_parser", "run"]
+
+log = logging.getLogger(__name__)
+
+MODES = ("infer", "collect", "react", "vote")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "solve",
+        help="solve one task by tree search and write the tree, a notebook and a result",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("task", type=Path, help="task JSON (our layout, NbQA, DABench or AIME)")
+    parser.add_argument("--llm", default="default",
+                        help="policy spec: default | replay:FILE.json | http://HOST:PORT/v1#model=NAME | "
+                             "vllm:PATH | hf:PATH (default: the embedded model)")
+    parser.add_argument("--value-model", type=Path, default=None, metavar="DIR",
+                        help="trained value model folder (value_model.ValueScorer)")
+    parser.add_argument("--mode", choices=MODES, default="infer")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="search iterations (tree modes, default 40) or turns (react/vote, default 25)")
+    parser.add_argument("--expansions", type=int, default=None, help="samples per expansion K (default 3)")
+    parser.add_argument("--max-depth", type=int, default=None, help="most steps on a path (default 10)")
+    parser.add_argument("--c-puct", type=float, default=None,
+                        help="PUCT exploration (default 1.25; 0 in infer mode with a value model)")
+    parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--max-tokens", type=int, default=None, help="most tokens per reply (default 1024)")
+    parser.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell (default 180)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data-dir", type=Path, default=None, help="folder holding the task's data files")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/<task id>-<time>)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"jupiter: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _load_value(path: Path) -> Any:
+    if not path.is_dir():
+        raise TaskError(f"--value-model {path}: folder not found")
+    try:
+        from value_model import ValueScorer  # heavy (torch): imported only when asked for
+    except ImportError as exc:
+        raise TaskError(f"--value-model: value_model.ValueScorer is not available here ({exc}); "
+                        "install the 'train' extra or run without --value-model") from None
+    loader = getattr(ValueScorer, "load", None)
+    return loader(path) if callable(loader) else ValueScorer(path)
+
+
+def _config(args: argparse.Namespace, has_value: bool) -> tuple[Any, list[str]]:
+    from search import ConfigError, Mode, config_for_mode
+
+    notes: list[str] = []
+    mode = Mode(args.mode)
+    c_puct = args.c_puct
+    if mode is Mode.INFER and c_puct is None:
+        if has_value:
+            c_puct = 0.0
+            notes.append("infer with a value model: value-guided selection (c_puct 0)")
+        else:
+            notes.append("infer without a value model: PUCT with c_puct 1.25 and log-prob (or uniform) priors; "
+                         "node values are 0 except failures (-1); the answer is decided by majority vote")
+    overrides = dict(iterations=args.iterations, expansions=args.expansions, max_depth=args.max_depth,
+                     c_puct=c_puct, temperature=args.temperature, max_tokens=args.max_tokens,
+                     cell_timeout=args.cell_timeout)
+    if mode in (Mode.REACT, Mode.VOTE):
+        overrides.pop("expansions")
+        overrides.pop("c_puct")
+    try:
+        return config_for_mode(mode, **overrides), notes
+    except ConfigError as exc:
+        raise TaskError(str(exc)) from None
+
+
+def _out_dir(args: argparse.Namespace, task_id: str) -> Path:
+    if args.out is not None:
+        return args.out
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("_") or "task"
+    return Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def write_outputs(result: Any, out: Path) -> dict[str, Path]:
+    """Write result.json, tree.json, solution.ipynb and tree.html into ``out``; returns their paths."""
+    import nbformat
+
+    from search.export import path_notebook
+    from search.html import render_tree_html
+    from search.tree_io import save_tree
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / name for name in ("result.json", "tree.json", "solution.ipynb", "tree.html")}
+    paths["result.json"].write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n",
+                                    encoding="utf-8")
+    save_tree(result.tree, paths["tree.json"])
+    notebook = path_notebook(result.tree, result.chosen_tag)
+    nbformat.write(notebook, str(paths["solution.ipynb"]))
+    summary = (f"answer {result.answer} ({result.decided_by}); {result.stats.nodes} nodes, "
+               f"{result.stats.iterations} iterations, {result.stats.model_calls} model calls, "
+               f"{result.stats.wall_seconds:.1f} s")
+    paths["tree.html"].write_text(render_tree_html(result.tree, result.task_id, result.chosen_tag, summary),
+                                  encoding="utf-8")
+    return paths
+
+
+def run(args: argparse.Namespace) -> int:
+    task = load_task_file(args.task, data_dir=args.data_dir)
+    from jupiter.llm import PolicyError, load_policy
+    from sandbox import Sandbox, SandboxConfig
+    from search import Mode, run_search
+
+    value = _load_value(args.value_model) if args.value_model is not None else None
+    config, notes = _config(args, value is not None)
+    if config.mode is Mode.COLLECT and task.label is None:
+        raise TaskError(f"{args.task}: --mode collect needs a task with a label")
+    out = _out_dir(args, task.id)
+    try:
+        policy = load_policy(args.llm)
+    except PolicyError as exc:
+        return _fail(f"--llm: {exc}")
+    from tqdm import tqdm
+
+    bar = tqdm(total=config.iterations, desc=f"solve {task.id}", unit="it", file=sys.stderr,
+               disable=args.no_progress)
+
+    def progress(step: Any) -> None:
+        bar.n = step.iterations
+        bar.refresh()
+
+    try:
+        with Sandbox(SandboxConfig(timeout_s=config.cell_timeout)) as sandbox:
+            result = run_search(task, policy, sandbox, config, value=value, seed=args.seed, on_step=progress)
+            result.notes.extend(notes)
+            paths = write_outputs(result, out)
+    except PolicyError as exc:
+        return _fail(f"the policy failed: {exc}")
+    finally:
+        bar.close()
+        close = getattr(policy, "close", None)
+        if callable(close):
+            close()
+    if result.error:
+        return _fail(f"{task.id}: {result.error}")
+    print(result.answer if result.answer is not None else "no answer found")
+    print(f"wrote {paths['result.json'].parent}", file=sys.stderr)
+    return 0 if result.answer is not None else 1

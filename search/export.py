@@ -1,0 +1,48 @@
+"""The chosen path as a real notebook (``solution.ipynb``), with the cells' recorded outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from search.tree import Node, Tree
+
+__all__ = ["solution_path", "path_notebook"]
+
+
+def solution_path(tree: Tree, tag: str | None) -> list[Node]:
+    """Root … the node ``tag``; without one, the path to the best-valued deepest live node."""
+    if tag is not None and tag in tree:
+        return tree[tag].path()
+    live = [n for n in tree.nodes if not n.is_terminal] or [tree.root]
+    best = max(live, key=lambda n: (n.value, n.depth, -n.order))
+    return best.path()
+
+
+def path_notebook(tree: Tree, tag: str | None, metadata: dict[str, Any] | None = None) -> Any:
+    """An ``nbformat`` v4 notebook of the path to ``tag``: the task, each thought, each cell with its outputs,
+    and the final answer. Built by ``sandbox.notebook.to_notebook`` (which validates it)."""
+    from sandbox.notebook import to_notebook
+
+    path = solution_path(tree, tag)
+    task = tree.task
+    cells: list[tuple[str, Any]] = []
+    markdown: list[tuple[int, str]] = []
+    if task is not None:
+        intro = f"# {task.id}\n\n**Task:** {task.question}"
+        if task.constraints:
+            intro += f"\n\n**Constraints:** {task.constraints}"
+        if task.format:
+            intro += f"\n\n**Answer format:** {task.format}"
+        markdown.append((0, intro))
+    for node in path[1:]:
+        if node.code is not None and node.code.strip():
+            if node.thought:
+                markdown.append((len(cells), f"**Thought:** {node.thought}"))
+            cells.append((node.code, node.execution))
+        elif node.final_answer is not None:
+            text = f"**Thought:** {node.thought}\n\n" if node.thought else ""
+            markdown.append((len(cells), f"{text}**Formatted answer:** `{node.final_answer}`"))
+    meta = {"jupiter": {"task_id": task.id if task else None, "tag": path[-1].tag,
+                        "answer": path[-1].final_answer}}
+    meta["jupiter"].update(metadata or {})
+    return to_notebook(cells, metadata=meta, markdown=markdown)
