@@ -16,7 +16,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     subparsers = parser.add_subparsers(dest="command")
     add_parser(subparsers)
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(["nbqa", *argv])
+    verbose = [a for a in argv if a in ("-v", "--verbose")]
+    args = parser.parse_args([*verbose, "nbqa", *[a for a in argv if a not in verbose]])
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     return int(args.handler(args) or 0)

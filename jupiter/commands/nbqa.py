@@ -152,7 +152,110 @@ def _run_extract(args: argparse.Namespace) -> int:
     return 1 if report.processed == 0 and report.notebooks.get("llm_error") else 0
 
 
-STAGES = (_add_crawl, _add_filter, _add_extract)
+# ---------------------------------------------------------------------------------------------- verify
+
+
+def _add_verify(inner: argparse._SubParsersAction) -> None:
+    p = inner.add_parser("verify", help="run each reconstructed solution in the sandbox; flag reproduced labels")
+    p.add_argument("input", type=Path, help="the extract stage's extract.jsonl")
+    p.add_argument("--root", type=Path, required=True, help="folder the notebooks' local_path is relative to")
+    p.add_argument("--out", type=Path, required=True, help="output folder (verify.jsonl)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per solution step")
+    p.add_argument("--all-splits", action="store_true",
+                   help="also run tasks outside the complete-data, low-randomness split")
+    p.add_argument("--backend", default="fork", choices=("fork", "kernel"), help="sandbox backend")
+    p.set_defaults(handler=_run_verify)
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    from nbqa_pipeline.verify import VerifyConfig, run_verify
+
+    if not args.input.is_file():
+        return _fail(f"{args.input}: no such file")
+    splits = ("complete_low_randomness", "other") if args.all_splits else ("complete_low_randomness",)
+    try:
+        config = VerifyConfig(timeout_s=args.timeout, splits=splits, backend=args.backend)
+    except ValueError as exc:
+        return _fail(str(exc))
+    _emit(run_verify(args.input, args.root, args.out, config, progress=_progress("verify")))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- export
+
+
+def _add_export(inner: argparse._SubParsersAction) -> None:
+    p = inner.add_parser("export", help="write NbQA JSONL and ShareGPT SFT data (LLaMA-Factory)")
+    p.add_argument("input", type=Path, help="the extract stage's extract.jsonl")
+    p.add_argument("--out", type=Path, required=True, help="output folder (nbqa.jsonl, sft_sharegpt.jsonl)")
+    p.add_argument("--root", type=Path, default=None, help="notebook root, to copy data files into the export")
+    p.add_argument("--verify", type=Path, default=None, help="verify.jsonl: adds the 'verified' flag")
+    p.add_argument("--max-tokens", type=int, default=8192, help="token limit of one SFT sample")
+    p.add_argument("--over-length", choices=[o.value for o in _over_length()], default="drop",
+                   help="drop an over-length sample, or keep its longest prefix of whole turns")
+    p.add_argument("--tokenizer", default=None,
+                   help="Hugging Face tokenizer folder for exact token counts (default: a word/punct estimate)")
+    p.add_argument("--complete-only", action="store_true",
+                   help="NbQA gets only the complete-data, low-randomness split (SFT always gets all)")
+    p.set_defaults(handler=_run_export)
+
+
+def _over_length():
+    from nbqa_pipeline.export import OverLength
+
+    return list(OverLength)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from nbqa_pipeline.export import ExportConfig, OverLength, approx_tokens, run_export
+
+    if not args.input.is_file():
+        return _fail(f"{args.input}: no such file")
+    count = approx_tokens
+    if args.tokenizer:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        count = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    splits = ("complete_low_randomness",) if args.complete_only else ("complete_low_randomness", "other")
+    try:
+        config = ExportConfig(max_tokens=args.max_tokens, over_length=OverLength(args.over_length), splits=splits,
+                              copy_data=args.root is not None)
+    except ValueError as exc:
+        return _fail(str(exc))
+    _emit(run_export(args.input, args.out, args.root, args.verify, config, count))
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------- stats
+
+
+def _add_stats(inner: argparse._SubParsersAction) -> None:
+    p = inner.add_parser("stats", help="markdown report with plots: filter reasons, concepts, file types, lengths")
+    p.add_argument("--filter", type=Path, default=None, help="filter.jsonl")
+    p.add_argument("--extract", type=Path, default=None, help="extract.jsonl")
+    p.add_argument("--nbqa", type=Path, default=None, help="nbqa.jsonl from export")
+    p.add_argument("--verify", type=Path, default=None, help="verify.jsonl")
+    p.add_argument("--out", type=Path, required=True, help="folder for report.md and the PNG plots")
+    p.set_defaults(handler=_run_stats)
+
+
+def _run_stats(args: argparse.Namespace) -> int:
+    from nbqa_pipeline.stats import collect_stats, write_report
+
+    given = [p for p in (args.filter, args.extract, args.nbqa, args.verify) if p is not None]
+    if not given:
+        return _fail("give at least one of --filter, --extract, --nbqa, --verify")
+    for path in given:
+        if not path.is_file():
+            return _fail(f"{path}: no such file")
+    stats = collect_stats(args.filter, args.extract, args.nbqa, args.verify)
+    path = write_report(stats, args.out)
+    _emit({"report": str(path), "nbqa_records": stats.nbqa_records, "filter_reasons": stats.filter_reasons})
+    return 0
+
+
+STAGES = (_add_crawl, _add_filter, _add_extract, _add_verify, _add_export, _add_stats)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
