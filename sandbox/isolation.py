@@ -17,6 +17,7 @@ __all__ = ["IsolationPlan", "bwrap_works", "plan_isolation"]
 
 log = logging.getLogger(__name__)
 _warned = False
+_MOUNT = "/tmp/jupiter-sandbox"  # inside the runtime's private /tmp
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,15 @@ class IsolationPlan:
     bwrap: bool
     uid: int | None
     prefix: tuple[str, ...]
+    host_root: Path | None = None
+    mount: Path | None = None
+
+    def inside(self, path: Path) -> str:
+        """Where a host path under the sandbox folder appears to the runtime (bwrap binds it elsewhere, so
+        that folders above it need not be readable by the runtime's user)."""
+        if self.host_root is None or self.mount is None:
+            return str(path)
+        return str(self.mount / Path(path).relative_to(self.host_root))
 
     @property
     def nproc_enforced(self) -> bool:
@@ -91,10 +101,12 @@ def plan_isolation(config: SandboxConfig, root_dir: Path, readonly_dirs: tuple[P
                         made.add(parent)
                         cmd += ["--perms", "0755", "--dir", str(parent)]  # else bwrap makes them 0700
                 cmd += ["--ro-bind", str(path), str(path)]
-    cmd += ["--bind", str(root_dir), str(root_dir)]
+    mount = Path(_MOUNT)
+    cmd += ["--bind", str(root_dir), str(mount)]
     for path in readonly_dirs:
-        cmd += ["--ro-bind", str(path), str(path)]
+        inner = mount / Path(path).relative_to(root_dir)
+        cmd += ["--ro-bind", str(path), str(inner)]
     if uid is not None:
         cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     cmd.append("--")
-    return IsolationPlan(bwrap=True, uid=uid, prefix=tuple(cmd))
+    return IsolationPlan(bwrap=True, uid=uid, prefix=tuple(cmd), host_root=root_dir, mount=mount)

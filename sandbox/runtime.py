@@ -80,15 +80,15 @@ def pss_bytes(pid: int) -> int:
     return 0
 
 
-def runtime_env(layout: Layout) -> dict[str, str]:
+def runtime_env(layout: Layout, plan: IsolationPlan | None = None) -> dict[str, str]:
     """Environment of runtime processes: one BLAS/OpenMP thread (fork safety), Agg-based inline figures."""
     env = dict(os.environ)
+    home = plan.inside(layout.home) if plan is not None else str(layout.home)
     env.update({
         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMEXPR_NUM_THREADS": "1",
         "VECLIB_MAXIMUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false",
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-        "HOME": str(layout.home), "IPYTHONDIR": str(layout.home / ".ipython"),
-        "MPLCONFIGDIR": str(layout.home / ".matplotlib"), "PYTHONDONTWRITEBYTECODE": "1",
+        "HOME": home, "IPYTHONDIR": f"{home}/.ipython", "MPLCONFIGDIR": f"{home}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1", "JPY_PARENT_PID": str(os.getpid()),
     })
     env.pop("PYTHONSTARTUP", None)
@@ -190,7 +190,8 @@ class ForkRuntime:
         """A new runtime holding a copy of this state, working in ``workspace`` (copied from ours).
         None when forking is unsafe (extra live threads)."""
         try:
-            got = _request_fork(self.sock, {"op": "fork", "workspace": str(workspace), "copy": True},
+            got = _request_fork(self.sock, {"op": "fork", "workspace": self.zygote.plan.inside(workspace),
+                                            "copy": True},
                                 time.monotonic() + timeout_s)
         except (protocol.ConnectionClosed, BrokenPipeError, ConnectionResetError) as exc:
             note = self._death_note()
@@ -258,8 +259,8 @@ class Zygote:
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = host_end
         settings = {
-            "fd": child_end.fileno(), "output_cap": config.max_output_chars, "fault_dir": str(layout.faults),
-            "home": str(layout.home), "rlimits": config.rlimits(), "uid": plan.uid,
+            "fd": child_end.fileno(), "output_cap": config.max_output_chars, "fault_dir": plan.inside(layout.faults),
+            "home": plan.inside(layout.home), "rlimits": config.rlimits(), "uid": plan.uid,
             "preload": list(config.preload_modules),
         }
         self._cmd = [*plan.prefix, config.python, str(_SERVER), json.dumps(settings)]
@@ -297,7 +298,7 @@ class Zygote:
 
         try:
             self._proc = subprocess.Popen(self._cmd, pass_fds=(self._child_end.fileno(),),
-                                          env=runtime_env(self.layout), stdin=subprocess.DEVNULL,
+                                          env=runtime_env(self.layout, self.plan), stdin=subprocess.DEVNULL,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                           preexec_fn=pdeathsig, start_new_session=True)
         except OSError as exc:
@@ -324,7 +325,7 @@ class Zygote:
     def spawn(self, workspace: Path, generation: int) -> ForkRuntime:
         """A fresh notebook state (a fork of the clean shell) working in the existing folder ``workspace``."""
         with self._lock:
-            got = _request_fork(self.sock, {"op": "fork", "workspace": str(workspace), "copy": False},
+            got = _request_fork(self.sock, {"op": "fork", "workspace": self.plan.inside(workspace), "copy": False},
                                 time.monotonic() + self.config.startup_timeout_s)
         if got is None:
             raise StartupError("the zygote refused to fork (it has extra threads)")

@@ -302,7 +302,7 @@ class Sandbox:
             state._workspace.mkdir(parents=True)
             os.chmod(state._workspace, self.layout.states.stat().st_mode & 0o777)
             for name in info.input_names:
-                (state._workspace / name).symlink_to(info.inputs_dir / name)
+                (state._workspace / name).symlink_to(os.path.relpath(info.inputs_dir / name, state._workspace))
         generation = next(self._generations)
         if self._zygote is not None:
             return self._zygote.spawn(state._workspace, generation)

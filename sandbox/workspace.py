@@ -72,7 +72,7 @@ class Layout:
             else:
                 shutil.copy2(src, dest)
             _make_readonly(dest)
-            (workspace / src.name).symlink_to(dest)
+            (workspace / src.name).symlink_to(os.path.relpath(dest, workspace))  # relative: valid inside bwrap
         os.chmod(inputs_dir, 0o555)
         return workspace, inputs_dir
 

@@ -1,0 +1,151 @@
+"""Process lifecycle: no leaks, no orphans or zombies, snapshot budget with replay, start-up self-check."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from sandbox import ExecStatus, Sandbox, SandboxConfig, StartupError
+
+LIGHT = SandboxConfig(preload_modules=(), timeout_s=60)
+
+
+def _descendants() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _wait_gone(pids: set[int], seconds: float = 10.0) -> set[int]:
+    deadline = time.monotonic() + seconds
+    alive = set(pids)
+    while alive and time.monotonic() < deadline:
+        alive = {p for p in alive if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE}
+        time.sleep(0.05)
+    return alive
+
+
+def test_state_cycles_return_fds_and_processes_to_baseline():
+    with Sandbox(LIGHT) as box:
+        warm = box.open_root()
+        warm.run("1")
+        warm.close()
+        fds, procs = _fds(), _descendants()
+        for i in range(100):
+            state = box.open_root()
+            child = state.branch()
+            assert child.run(f"{i} + 1").result == str(i + 1)
+            child.close()
+            state.close()
+        assert _wait_gone(_descendants() - procs) == set()
+        assert _fds() == fds
+        assert list(box.layout.states.iterdir()) == []
+
+
+def test_sandbox_cycles_leave_nothing_behind():
+    fds, procs = _fds(), _descendants()
+    roots = []
+    for _ in range(5):
+        with Sandbox(LIGHT) as box:
+            state = box.open_root()
+            state.branch().run("x = 1")
+            roots.append(box.layout.root)
+    assert _wait_gone(_descendants() - procs) == set()
+    assert _fds() == fds
+    assert not any(Path(r).exists() for r in roots)
+
+
+def test_close_kills_every_runtime_and_reaps_them():
+    box = Sandbox(LIGHT)
+    root = box.open_root()
+    kids = [root.branch() for _ in range(3)]
+    kids[0].run("import subprocess; p = subprocess.Popen(['sleep', '600'])")
+    pids = {s._runtime.pid for s in [root, *kids]}
+    pids |= {p.pid for pid in pids for p in psutil.Process(pid).children(recursive=True)}
+    box.close()
+    assert _wait_gone(pids) == set()
+    box.close()  # idempotent
+
+
+def test_closing_a_parent_keeps_its_children_alive():
+    with Sandbox(LIGHT) as box:
+        root = box.open_root()
+        root.run("x = 3")
+        child = root.branch()
+        root.close()
+        assert child.run("x * 2").result == "6"
+        assert child.live
+
+
+def test_runtimes_die_when_the_host_is_killed(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+        from sandbox import Sandbox, SandboxConfig
+        box = Sandbox(SandboxConfig(preload_modules=(), root_dir={str(tmp_path / 'sb')!r}))
+        root = box.open_root()
+        kids = [root.branch() for _ in range(2)]
+        print(" ".join(str(s._runtime.pid) for s in [root, *kids]), flush=True)
+        time.sleep(600)
+    """)
+    host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = {int(p) for p in host.stdout.readline().split()}
+        assert len(pids) == 3 and all(psutil.pid_exists(p) for p in pids)
+    finally:
+        host.kill()
+        host.wait()
+        host.stdout.close()
+    assert _wait_gone(pids) == set()
+
+
+def test_lru_eviction_and_transparent_replay():
+    with Sandbox(SandboxConfig(preload_modules=(), max_live_states=3)) as box:
+        root = box.open_root()
+        root.run("import random\nvals = [random.random()]\nopen('f.txt', 'w').write('root')")
+        chain = [root]
+        for depth in range(5):
+            state = chain[-1].branch()
+            state.run(f"vals.append({depth})")
+            chain.append(state)
+        stats = box.stats()
+        assert stats.live_states <= 3 and stats.evictions >= 3
+        evicted = [s for s in chain if not s.live]
+        assert root in evicted
+        generation = root.generation
+        # Replay rebuilds the root from its recorded cells: a new generation, same variables and files.
+        assert root.run("len(vals)").result == "1"
+        assert root.generation != generation
+        assert root.read_file("f.txt") == b"root"
+        assert chain[3].run("vals[1:]").result == "[0, 1, 2]"
+        branched = chain[2].branch()
+        assert branched.run("vals[1:]").result == "[0, 1]"
+        assert box.stats().replays >= 2
+
+
+def test_memory_budget_evicts_states():
+    with Sandbox(SandboxConfig(preload_modules=(), max_memory_mb=120)) as box:
+        root = box.open_root()
+        states = []
+        for _ in range(4):
+            s = root.branch()
+            assert s.run("blob = bytearray(50 * 1024 * 1024)").status is ExecStatus.OK
+            states.append(s)
+        assert box.stats().evictions >= 1
+        assert box.live_memory_bytes() < 200 * 1024 * 1024
+        assert states[0].run("len(blob)").result == str(50 * 1024 * 1024)
+
+
+def test_self_check_names_the_missing_interpreter_or_kernel(tmp_path):
+    with pytest.raises(StartupError, match="nonexistent"):
+        Sandbox(SandboxConfig(python=str(tmp_path / "nonexistent" / "python")))
+    with pytest.raises(StartupError, match="no-such-kernel"):
+        Sandbox(SandboxConfig(backend="kernel", kernel_name="no-such-kernel"))
