@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -166,37 +167,36 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
 
 
 def _run_cells(children: list[tuple[_Request, Node]], pool: ThreadPoolExecutor, config: SearchConfig) -> None:
-    """Branch each code child's parent state (main thread), then run the cells concurrently."""
-    to_run: list[Node] = []
-    for _, child in children:
-        if child.is_terminal or child.code is None:
-            continue
+    """Branch each code child's parent state and run its cell, concurrently across children.
+
+    A state is used by one thread at a time: siblings branch their common parent one after another (a lock per
+    parent), then their cells run in parallel on their own new states.
+    """
+    to_run = [child for _, child in children if not child.is_terminal and child.code is not None]
+    locks = {id(child.parent): threading.Lock() for child in to_run}
+
+    def run_one(child: Node) -> tuple[Node, Any, float, BaseException | None, str]:
         parent = child.parent
         try:
-            if parent is None or parent.state is None:
-                raise RuntimeError(f"node {parent.tag if parent else '?'} has no live notebook state")
-            child.state = parent.state.branch()
+            with locks[id(parent)]:
+                if parent is None or parent.state is None:
+                    raise RuntimeError(f"node {parent.tag if parent else '?'} has no live notebook state")
+                child.state = parent.state.branch()
         except Exception as exc:  # infrastructure boundary
-            log.warning("node %s: branching failed: %s", child.tag, exc)
-            child.status, child.terminal = NodeStatus.INFRASTRUCTURE, TerminalReason.INFRASTRUCTURE
-            child.exec_status, child.observation = "branch-failed", f"{type(exc).__name__}: {exc}"
-            continue
-        to_run.append(child)
-
-    def run_one(child: Node) -> tuple[Node, Any, float, BaseException | None]:
+            return child, None, 0.0, exc, "branch-failed"
         started = time.perf_counter()
         try:
             execution = child.state.run(child.code, timeout=config.cell_timeout)
         except Exception as exc:  # infrastructure boundary: a cell error is data, this is not
-            return child, None, time.perf_counter() - started, exc
-        return child, execution, time.perf_counter() - started, None
+            return child, None, time.perf_counter() - started, exc, "sandbox-failed"
+        return child, execution, time.perf_counter() - started, None, ""
 
-    for child, execution, seconds, error in pool.map(run_one, to_run):
+    for child, execution, seconds, error, failure in pool.map(run_one, to_run):
         child.timings["cell_s"] = round(seconds, 6)
         if error is not None:
-            log.warning("node %s: the sandbox failed: %s", child.tag, error)
+            log.warning("node %s: %s: %s", child.tag, failure, error)
             child.status, child.terminal = NodeStatus.INFRASTRUCTURE, TerminalReason.INFRASTRUCTURE
-            child.exec_status, child.observation = "sandbox-failed", f"{type(error).__name__}: {error}"
+            child.exec_status, child.observation = failure, f"{type(error).__name__}: {error}"
         else:
             apply_execution(child, child.parent, execution, config)
     for request, child in children:
@@ -204,15 +204,19 @@ def _run_cells(children: list[tuple[_Request, Node]], pool: ThreadPoolExecutor, 
 
 
 def _evaluate_and_backup(children: list[tuple[_Request, Node]], config: SearchConfig, value: Value | None,
-                         count_tokens: Callable[[list[Message]], int] | None) -> None:
-    """Apply the depth/context limits, score every new node (one batched value call) and back up."""
+                         count_tokens: Callable[[list[Message]], int] | None) -> list[Any]:
+    """Apply the depth/context limits, score every new node (one batched value call) and back up.
+
+    Returns the states of new terminal nodes, which the caller releases.
+    """
     pending_value: list[tuple[_Request, Node]] = []
     scored: list[tuple[_Request, Node, float]] = []
+    spent: list[Any] = []
     for request, child in children:
         tree = request.run.tree
         check_limits(child, lambda c=child, t=tree: t.messages(c), config, count_tokens)
         if child.is_terminal and child.state is not None:
-            _release(child.state)
+            spent.append(child.state)
             child.state = None
         fixed = fixed_value(child, request.run.task, config)
         if fixed is not None:
@@ -240,15 +244,18 @@ def _evaluate_and_backup(children: list[tuple[_Request, Node]], config: SearchCo
         stats.code_errors += child.status is NodeStatus.CODE_ERROR
         stats.infrastructure_failures += child.is_infrastructure_failure
         stats.model_failures += child.terminal in MODEL_FAILURES
+    return spent
 
 
-def _release_expanded(requests: list[_Request]) -> None:
+def _expanded_states(requests: list[_Request]) -> list[Any]:
     """A node is expanded once: after its children branched, its own snapshot is no longer needed."""
+    spent = []
     for request in requests:
         node = request.node
         if node.state is not None and node.parent is not None:
-            _release(node.state)
+            spent.append(node.state)
             node.state = None
+    return spent
 
 
 def _finish(run: _TreeRun, config: SearchConfig, value: Value | None, close_sandbox: bool) -> SearchResult:
@@ -328,8 +335,8 @@ def solve_many(
                 continue
             children, calls = _expand(requests, policy, config, call_rng)
             _run_cells(children, pool, config)
-            _release_expanded(requests)
-            _evaluate_and_backup(children, config, value, count_tokens)
+            spent = _expanded_states(requests) + _evaluate_and_backup(children, config, value, count_tokens)
+            list(pool.map(_release, spent))
             step += 1
             if on_step is not None:
                 on_step(DriverStep(step, len(requests), calls, len(active),

@@ -49,6 +49,7 @@ class TreeOutcome:
     task_id: str
     attempt: int
     worker: str
+    pid: int  # the worker's process id (logs, tests)
     tree: Any  # search.Tree, sandbox states dropped
     nodes: int
     seconds: float
@@ -241,6 +242,7 @@ class TreeWorker:
                 task_id=result.task_id,
                 attempt=attempts.pop(result.task_id, 1),
                 worker=self.name,
+                pid=os.getpid(),
                 tree=tree,
                 nodes=int(stats.nodes),
                 seconds=round(float(stats.wall_seconds), 3),
