@@ -54,23 +54,31 @@ class RunOutcome:
     records: list[TaskRecord] = field(default_factory=list)
 
 
-def solver_for(ray: bool) -> Solver:
-    """The batched driver, or the Ray driver (``search.ray_driver.solve_many``) with ``ray=True``."""
+def solver_for(ray: bool, llm_spec: str = "", value_model: str | Path | None = None,
+               ray_dir: str | Path | None = None) -> Solver:
+    """The batched driver, or with ``ray=True`` the Ray driver (``search.ray_driver.solve_tasks_ray``).
+
+    Ray workers build their own policy from ``llm_spec``; its tree files and manifest go to ``ray_dir``.
+    """
     if not ray:
         from search.driver import solve_many
 
         return solve_many
     try:
-        from search import ray_driver  # type: ignore[attr-defined]
+        import ray as _ray  # noqa: F401
+        from search import ray_driver
     except ImportError as exc:
         raise RayUnavailableError(
-            f"--ray needs search/ray_driver.py (a Ray version of search.driver.solve_many) and Ray installed "
-            f"(pip install 'jupiter-nbsearch[ray]'); import failed: {exc}"
+            f"--ray needs search/ray_driver.py and Ray installed (pip install 'jupiter-nbsearch[ray]'); "
+            f"import failed: {exc}"
         ) from None
-    solve = getattr(ray_driver, "solve_many", None)
-    if not callable(solve):
-        raise RayUnavailableError("search.ray_driver has no solve_many(tasks, policy, sandbox_factory, config, value)")
-    return solve
+    if not callable(getattr(ray_driver, "solve_tasks_ray", None)):
+        raise RayUnavailableError("--ray: search.ray_driver has no solve_tasks_ray(tasks, llm_spec, config, out_dir, ...)")
+    if ray_dir is None:
+        raise RayUnavailableError("--ray: no folder given for the Ray driver's files")
+    from benchmarks.ray_solver import ray_solver
+
+    return ray_solver(llm_spec, value_model, ray_dir)
 
 
 def sandbox_factory(cell_timeout: float) -> Callable[[], Any]:

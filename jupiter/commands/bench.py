@@ -139,7 +139,7 @@ def _options(args: argparse.Namespace, out_dir: Path) -> Any:
     from benchmarks.runner import RunOptions
 
     return RunOptions(out_dir=out_dir, seed=args.seed, progress=not args.no_progress,
-                      save_trees=not args.no_trees, ray=args.ray)
+                      save_trees=not args.no_trees and not args.ray, ray=args.ray)
 
 
 def _print_result(out_dir: Path, outcome: Any, summary: dict[str, Any]) -> None:
@@ -167,14 +167,20 @@ def _run(args: argparse.Namespace, benchmark: str, go: Any) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"jupiter bench: error: {exc}", file=sys.stderr)
         return 2
+    out_dir = _out_dir(args, benchmark)
+    if args.ray and benchmark == "dsbench":
+        print("jupiter bench: error: --ray is not supported for dsbench (submissions are read from the "
+              "workspaces of the local sandbox)", file=sys.stderr)
+        return 2
     try:
-        solver = solver_for(args.ray)
+        solver = solver_for(args.ray, args.llm, args.value_model, out_dir / "ray")
     except RayUnavailableError as exc:
         print(f"jupiter bench: error: {exc}", file=sys.stderr)
         return 2
-    out_dir = _out_dir(args, benchmark)
     from jupiter.llm import PolicyError, load_policy
 
+    if args.ray:  # the Ray workers load the policy and the value model themselves
+        return go(config, None, None, out_dir, solver, write_run_info)
     value = _value(args.value_model)
     try:
         policy = load_policy(args.llm)

@@ -207,13 +207,25 @@ def test_bench_errors_are_clear(tmp_path, capsys):
     assert "task" in capsys.readouterr().err
 
 
-def test_ray_flag_without_ray_driver_errors_clearly(bench_shared, tmp_path, capsys):
-    from importlib.util import find_spec
+def test_ray_flag_without_ray_driver_errors_clearly(bench_shared, tmp_path, capsys, monkeypatch):
+    import sys
 
-    if find_spec("search.ray_driver") is not None:
-        pytest.skip("search.ray_driver exists in this build")
+    monkeypatch.setitem(sys.modules, "search.ray_driver", None)  # as in a build without the Ray driver
     assert main(["bench", "dabench", "--ray", "--limit", "1", "--llm", "replay:x.json", "--out", str(tmp_path)]) == 2
     assert "search/ray_driver.py" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_ray_run_gives_the_same_metrics(bench_shared, tmp_path, monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    script, _ = dabench_script(bench_shared / "dabench", 3)
+    replay = write_json(tmp_path / "replay.json", script)
+    out = tmp_path / "run"
+    assert main(["bench", "dabench", "--ray", "--llm", f"replay:{replay}", "--limit", "3", "--iterations", "3",
+                 "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["finished"] == 3 and summary["metrics"]["abq"] == round(2 / 3, 4)
+    assert (out / "ray" / "manifest.jsonl").is_file()
 
 
 @pytest.mark.slow

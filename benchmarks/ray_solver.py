@@ -1,0 +1,82 @@
+"""Running a benchmark's trees on Ray: ``search.ray_driver.solve_tasks_ray`` behind the run loop's interface.
+
+The Ray driver is a blocking call that writes its own tree files and manifest and reports each finished tree
+to a callback (``on_outcome``) in the calling process. This adapter runs it on a thread and turns the
+callbacks into the stream of ``SearchResult`` objects the benchmark run loop consumes, rebuilding each
+result's decision from the returned tree (the same ``search.decide`` rule the local driver uses). Cost
+figures that only the worker saw (model calls, tokens) are not in the outcome and read 0.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+__all__ = ["ray_solver", "result_from_outcome"]
+
+
+def result_from_outcome(outcome: Any, config: Any, value_given: bool) -> Any:
+    """A Ray ``TreeOutcome`` → ``search.SearchResult`` (decision recomputed from the tree)."""
+    from search.config import Decision
+    from search.decide import decide
+    from search.result import SearchResult, SearchStats
+
+    tree = outcome.tree
+    verdict = decide(tree.answers() if tree is not None else [])
+    decision = config.decision
+    if decision is Decision.AUTO:
+        decision = Decision.VALUE if value_given else Decision.VOTE
+    chosen = verdict.by_value if decision is Decision.VALUE else verdict.vote
+    stats = SearchStats(nodes=int(outcome.nodes or 0), wall_seconds=float(outcome.seconds or 0.0),
+                        answers=len(verdict.candidates))
+    if tree is not None:
+        from benchmarks.records import iteration_numbers
+
+        numbers = iteration_numbers(tree, config.mode.is_tree)
+        stats.iterations = max(numbers.values(), default=0)
+    return SearchResult(
+        task_id=str(outcome.task_id), answer=chosen.answer if chosen else None, decided_by=decision.value,
+        vote_answer=verdict.vote.answer if verdict.vote else None,
+        value_answer=verdict.by_value.answer if verdict.by_value else None,
+        verdict=verdict, tree=tree, config=config, stats=stats, error=outcome.error,
+    )
+
+
+def ray_solver(llm_spec: str, value_model: str | Path | None, ray_dir: str | Path, **ray_options: Any) -> Any:
+    """A solver for ``benchmarks.runner.run_loop`` that runs the trees on Ray (``ray_options`` go to the driver).
+
+    The ``policy`` and ``sandbox_factory`` arguments of the returned function are ignored: the Ray workers
+    build their own from ``llm_spec`` (the policy is shared by an actor when it is a local model).
+    """
+
+    def solve(tasks: Iterable[Any], policy: Any, sandbox_factory: Any, config: Any, value: Any = None,
+              seed: int = 0) -> Iterator[Any]:
+        from search.ray_driver import solve_tasks_ray
+
+        events: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+        task_list = list(tasks)
+
+        def work() -> None:
+            try:
+                solve_tasks_ray(task_list, llm_spec, config, ray_dir, value_model=value_model, seed=seed,
+                                progress=False, on_outcome=lambda o: events.put(("outcome", o)), **ray_options)
+            except BaseException as exc:  # handed to the consuming thread, which re-raises it
+                events.put(("error", exc))
+                return
+            events.put(("done", None))
+
+        thread = threading.Thread(target=work, name="ray-driver", daemon=True)
+        thread.start()
+        while True:
+            kind, item = events.get()
+            if kind == "outcome":
+                yield result_from_outcome(item, config, value_model is not None)
+            elif kind == "error":
+                raise item
+            else:
+                thread.join()
+                return
+
+    return solve
