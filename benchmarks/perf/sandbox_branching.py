@@ -1,0 +1,143 @@
+"""Benchmark: cost of branching a notebook state and running one cell, fork backend vs replay backend.
+
+Workload: a realistic analysis path on a DABench table (load, clean, feature engineering, plots, a
+scikit-learn fit). For depth d in {1, 5, 10}: median time per child to ``branch()`` a state at depth d and run
+one cell in the child (K children per state), for the fork backend and for the replay (jupyter_client) backend;
+the time of the same cell run in an existing state; memory per live state.
+
+Usage: ``python benchmarks/perf/sandbox_branching.py --json`` prints one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from sandbox import Sandbox, SandboxConfig  # noqa: E402
+from sandbox.runtime import uss_bytes  # noqa: E402
+
+TABLE = "Credit.csv"
+PATH = [
+    "import numpy as np\nimport pandas as pd\ndf = pd.read_csv('Credit.csv', index_col=0)\ndf.head()",
+    "df = df.dropna()\nfor col in ['Gender', 'Student', 'Married', 'Ethnicity']:\n"
+    "    df[col] = df[col].astype(str).str.strip()\ndf.describe()",
+    "big = pd.concat([df] * 200, ignore_index=True)\nbig['Income_log'] = np.log1p(big['Income'])\n"
+    "big['Util'] = big['Balance'] / big['Limit']\nbig.shape",
+    "import matplotlib.pyplot as plt\nbig['Income'].hist(bins=30)\nplt.title('Income')\nplt.show()",
+    "X = pd.get_dummies(big.drop(columns=['Balance']), drop_first=True).astype(float)\ny = big['Balance']\nX.shape",
+    "from sklearn.model_selection import train_test_split\n"
+    "Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0)\nlen(Xtr), len(Xte)",
+    "from sklearn.ensemble import RandomForestRegressor\n"
+    "model = RandomForestRegressor(n_estimators=20, max_depth=8, n_jobs=1, random_state=0).fit(Xtr, ytr)\n"
+    "round(model.score(Xte, yte), 4)",
+    "corr = big.select_dtypes('number').corr()\nplt.imshow(corr, cmap='viridis')\nplt.colorbar()\nplt.show()",
+    "importances = pd.Series(model.feature_importances_, index=X.columns).sort_values(ascending=False)\n"
+    "importances.head()",
+    "preds = model.predict(Xte)\nprint('rmse', float(np.sqrt(np.mean((preds - yte) ** 2))))",
+]
+PROBE = "df.groupby('Ethnicity')['Balance'].agg(['mean', 'count'])"
+DEPTHS = (1, 5, 10)
+
+
+def shared_dir() -> Path:
+    env = os.environ.get("JUPITER_SHARED")
+    return Path(env) if env else REPO.parent / "shared"
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000.0, 2)
+
+
+def _check(ex, what: str) -> None:
+    if not ex.ok:
+        raise SystemExit(f"benchmark cell failed ({what}): {ex.status.value}: {ex.observation()}")
+
+
+def build_path(box: Sandbox, table: Path, depth: int):
+    state = box.open_root([table])
+    for code in PATH[:depth]:
+        _check(state.run(code), code.splitlines()[0])
+    return state
+
+
+def branch_times(box: Sandbox, state, k: int) -> list[float]:
+    times = []
+    for _ in range(k):
+        t0 = time.perf_counter()
+        child = state.branch()
+        ex = child.run(PROBE)
+        times.append(time.perf_counter() - t0)
+        _check(ex, "probe in child")
+        child.close()
+    return times
+
+
+def cell_times(state, k: int) -> list[float]:
+    probe_state = state.branch()
+    times = []
+    for _ in range(k):
+        t0 = time.perf_counter()
+        _check(probe_state.run(PROBE), "probe in state")
+        times.append(time.perf_counter() - t0)
+    probe_state.close()
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object (the only mode)")
+    parser.add_argument("-k", type=int, default=3, help="children per state (default 3)")
+    parser.add_argument("--skip-replay", action="store_true", help="measure the fork backend only")
+    args = parser.parse_args(argv)
+    table = shared_dir() / "benchmarks" / "dabench" / "tables" / TABLE
+    if not table.exists():
+        raise SystemExit(f"benchmark table not found: {table} (set JUPITER_SHARED)")
+    result: dict[str, object] = {"table": TABLE, "k": args.k, "depths": list(DEPTHS)}
+    with Sandbox(SandboxConfig(timeout_s=300)) as box:
+        result["isolated"] = box.isolation.bwrap
+        for d in DEPTHS:
+            state = build_path(box, table, d)
+            fork = branch_times(box, state, args.k)
+            cell = cell_times(state, args.k)
+            result[f"fork_ms_d{d}"] = _ms(statistics.median(fork))
+            result[f"cell_ms_d{d}"] = _ms(statistics.median(cell))
+            if d == DEPTHS[-1]:
+                children = [state.branch() for _ in range(8)]
+                for child in children:
+                    _check(child.run(PROBE), "probe for memory")
+                uss = [uss_bytes(c._runtime.pid) for c in children]
+                rss = []
+                for c in children:
+                    with open(f"/proc/{c._runtime.pid}/status", encoding="ascii") as fh:
+                        rss += [int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:")]
+                result["uss_mb_per_state"] = round(statistics.mean(uss) / 2**20, 2)
+                result["rss_mb_per_state"] = round(statistics.mean(rss) / 2**20, 2)
+                result["uss_mb_state_d10"] = round(uss_bytes(state._runtime.pid) / 2**20, 2)
+            state.close()
+        result["fork_stats"] = {k: v for k, v in vars(box.stats()).items() if isinstance(v, int)}
+    if not args.skip_replay:
+        with Sandbox(SandboxConfig(backend="kernel", timeout_s=300)) as box:
+            for d in DEPTHS:
+                state = build_path(box, table, d)
+                result[f"replay_ms_d{d}"] = _ms(statistics.median(branch_times(box, state, args.k)))
+                state.close()
+        for d in DEPTHS:
+            result[f"speedup_d{d}"] = round(result[f"replay_ms_d{d}"] / result[f"fork_ms_d{d}"], 1)
+    d = DEPTHS[-1]
+    result["target_fork_le_1_2_cell_plus_20ms"] = result[f"fork_ms_d{d}"] <= 1.2 * result[f"cell_ms_d{d}"] + 20
+    if not args.skip_replay:
+        result["target_speedup_ge_20"] = result[f"speedup_d{d}"] >= 20
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
