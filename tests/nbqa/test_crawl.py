@@ -134,6 +134,19 @@ def test_rate_limit_retries_are_bounded(tmp_path):
         assert fake.sleeps == [1.0, 1.0, 1.0]
 
 
+def test_used_up_quota_on_a_success_waits_before_the_next_request():
+    body = {"full_name": "a/b", "default_branch": "main", "license": None}
+    headers = {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(NOW) + 10)}
+    fixture = Fixture(repos={"a/b": {"files": {}}}, faults=[Fault("/repos/a/b", 200, headers, body)])
+    fake = FakeTime()
+    with GitHubFixtureServer(fixture) as server:
+        client = GitHubClient(server.url, sleep=fake.sleep, clock=fake.clock)
+        assert client.repository("a/b")["full_name"] == "a/b"
+        assert fake.sleeps == []
+        assert client.repository("a/b")["default_branch"] == "main"
+    assert fake.sleeps == [11.0] and client.stats.primary_waits == 1
+
+
 def test_crawl_resumes_after_a_kill(corpus_dir, manifest, tmp_path, repo_dir):
     fixture = _fixture(corpus_dir, manifest)
     hang = "/repos/stefmolin/Hands-On-Data-Analysis-with-Pandas/contents/ch_10/planets_ml.ipynb"
