@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -222,8 +221,14 @@ def download_notebooks(client: GitHubClient, out_dir: Path, config: CrawlConfig,
         candidates = candidates[:budget]
     outcomes: Counter[str] = Counter()
     for cand in progress(candidates):
-        meta = _repo_meta(client, out_dir, cand["repo"], repos)
-        record = _download_one(client, out_dir, cand, meta, config)
+        try:
+            meta = _repo_meta(client, out_dir, cand["repo"], repos)
+            record = _download_one(client, out_dir, cand, meta, config)
+        except GitHubError as exc:
+            # not written: a rerun tries this notebook again
+            log.warning("%s: %s; left for a rerun", cand["id"], exc)
+            outcomes["error"] += 1
+            continue
         append_jsonl(out_file, record)
         outcomes[record["status"]] += 1
     return outcomes

@@ -17,7 +17,7 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from jupiter.prompts import Turn, build_messages
 from jupiter.task import Task, TaskError

@@ -184,3 +184,23 @@ def test_crawl_resumes_after_a_kill(corpus_dir, manifest, tmp_path, repo_dir):
     for nid in before:
         repo, path = nid.split("/", 2)[:2], nid.split("/", 2)[2]
         assert f"/repos/{'/'.join(repo)}/contents/{path}" not in refetched
+
+
+def test_a_failed_download_is_left_for_the_rerun(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import pandas as pd\ndf = pd.read_csv('d/x.csv')", execution_count=1)]
+    files = {"a/nb.ipynb": nbformat.writes(nb).encode(), "a/d/x.csv": b"a\n1\n"}
+    fixture = Fixture(repos={"o/r": {"files": files, "license": "MIT"}},
+                      faults=[Fault("/repos/o/r/contents/a/d/x.csv", 403, {}, {"message": "blocked"})])
+    with GitHubFixtureServer(fixture) as server:
+        client = GitHubClient(server.url, sleep=lambda s: None)
+        config = CrawlConfig(min_size=0, max_size=10**6)
+        first = crawl(client, tmp_path, config)
+        assert first.notebooks == {} and first.candidates == 1
+        second = crawl(client, tmp_path, config)
+    assert second.notebooks == {"ok": 1} and second.data_files == {"present": 1, "url": 0}
+    (record,) = read_jsonl(tmp_path / "notebooks.jsonl")
+    assert record["license"] == "MIT" and record["data_complete"] is True
+    assert record["data_files"][0]["repo_path"] == "a/d/x.csv"

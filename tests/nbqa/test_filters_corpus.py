@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from nbqa_pipeline.deps import extract_dependencies
 from nbqa_pipeline.filter_stage import run_filter
-from nbqa_pipeline.filters import Reason, Verdict, filter_notebook
+from nbqa_pipeline.filters import filter_notebook
 from nbqa_pipeline.jsonl import read_jsonl
 from nbqa_pipeline.notebook import load_notebook
 
