@@ -1,0 +1,106 @@
+"""Policy throughput on the embedded tiny model: generated tokens per second, per local backend.
+
+Usage: ``python benchmarks/perf/policy_throughput.py --json [--backends hf,vllm] [--prompts 4 --n 3 --max-tokens 64]``
+
+Prints one JSON object: for each backend the load time, the time of one timed ``generate`` call (after a
+small warm-up call), the completion tokens it produced and tokens/s, plus the prefix-cache hit rate where the
+backend reports it. A backend whose package is not installed is reported as skipped, not as a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import os
+import platform
+import sys
+import time
+
+from jupiter.llm import SamplingParams, load_policy
+from jupiter.prompts import SYSTEM_PROMPT
+
+QUESTIONS = (
+    "Task: compute the mean of the column 'fare' in titanic.csv, rounded to 2 decimals.",
+    "Task: how many rows of sales.csv have a negative 'amount'?",
+    "Task: which 'region' in sales.csv has the highest total 'amount'?",
+    "Task: report the Pearson correlation between 'age' and 'fare' in titanic.csv.",
+    "Task: count the distinct values of 'city' in customers.csv.",
+    "Task: fit a linear regression of 'price' on 'size' in houses.csv and report the slope.",
+)
+
+BACKENDS = {"hf": ("transformers", "hf:default"), "vllm": ("vllm", "vllm:default")}
+
+
+def histories(count: int) -> list[list[dict]]:
+    return [
+        [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}]
+        for i in range(count)
+    ]
+
+
+def measure(backend: str, prompts: int, n: int, max_tokens: int) -> dict:
+    package, spec = BACKENDS[backend]
+    if importlib.util.find_spec(package) is None:
+        return {"skipped": f"{package} is not installed"}
+    start = time.perf_counter()
+    policy = load_policy(spec)
+    load_s = time.perf_counter() - start
+    try:
+        policy.generate(histories(1), SamplingParams(n=1, max_tokens=4, seed=1))  # warm-up
+        before = policy.stats()
+        params = SamplingParams(n=n, max_tokens=max_tokens, seed=0, stop=(), logprobs=True)
+        start = time.perf_counter()
+        outs = policy.generate(histories(prompts), params)
+        seconds = time.perf_counter() - start
+        after = policy.stats()
+    finally:
+        policy.close()
+    tokens = sum(c.num_tokens for o in outs for c in o)
+    prompt_tokens = after.prompt_tokens - before.prompt_tokens
+    cached = None
+    if after.cached_prompt_tokens is not None:
+        cached = after.cached_prompt_tokens - (before.cached_prompt_tokens or 0)
+    return {
+        "spec": spec,
+        "load_s": round(load_s, 2),
+        "generate_s": round(seconds, 2),
+        "completion_tokens": tokens,
+        "tokens_per_s": round(tokens / seconds, 2) if seconds > 0 else None,
+        "prompt_tokens": prompt_tokens,
+        "prefix_cache_hit_rate": round(cached / prompt_tokens, 3) if cached is not None and prompt_tokens else None,
+        "finish_reasons": sorted({c.finish_reason for o in outs for c in o}),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object (the only output mode)")
+    parser.add_argument("--backends", default="hf,vllm", help="comma-separated: hf, vllm")
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--n", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    names = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = [b for b in names if b not in BACKENDS]
+    if unknown:
+        parser.error(f"unknown backend(s) {unknown}; known: {sorted(BACKENDS)}")
+    result = {
+        "benchmark": "policy_throughput",
+        "model": "gemma3-270m (embedded default)",
+        "prompts": args.prompts,
+        "n": args.n,
+        "max_tokens": args.max_tokens,
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "python": platform.python_version(),
+        "backends": {name: measure(name, args.prompts, args.n, args.max_tokens) for name in names},
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
