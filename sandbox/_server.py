@@ -24,6 +24,7 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
 import builtins  # noqa: E402
 import ctypes  # noqa: E402
 import faulthandler  # noqa: E402
+import gc  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
@@ -219,7 +220,11 @@ class Server:
         self.fault_dir = settings["fault_dir"]
         self.conn = socket.socket(fileno=int(settings["fd"]))
         self.zygote_pid = os.getpid()
+        self.pid = self.zygote_pid
         self.is_zygote = True
+        self.single_fork = bool(settings.get("single_fork"))
+        self.needs_pdeathsig = False
+        self.children = set()
         self.shell = _make_shell()
         self._fault_file = None
         self._arm_faulthandler()
@@ -244,7 +249,13 @@ class Server:
             return threading.active_count()
 
     def _fork(self, request, fds):
-        """Fork this runtime into a new one served on ``fds[0]`` with working directory ``request['workspace']``."""
+        """Fork this runtime into a new one served on ``fds[0]`` with working directory ``request['workspace']``.
+
+        Inside bubblewrap (``single_fork``) the child stays our child: the PID namespace kills it with the
+        zygote, and we reap it from a SIGCHLD handler that only waits for our own forks. Without bubblewrap it
+        is double-forked so that the zygote (sub-reaper) becomes its parent, then it asks for SIGKILL when the
+        zygote dies. The reply is sent without waiting for the child: it greets the host on its own socket.
+        """
         threads = self._threads()
         if threads > 1:
             for fd in fds:
@@ -252,29 +263,59 @@ class Server:
             return {"ok": False, "reason": f"{threads} live threads: fork is unsafe"}
         if not fds:
             return {"ok": False, "reason": "no socket passed with the fork request"}
-        sys.stdout.flush()
-        pid = os.fork()
+        double = not self.is_zygote and not self.single_fork
+        gc.freeze()  # the child's collector then skips inherited objects: far fewer copy-on-write page faults
+        try:
+            pid = os.fork()
+        finally:
+            if os.getpid() == self.pid:
+                gc.unfreeze()
         if pid == 0:
             try:
-                if not self.is_zygote and os.fork() != 0:
+                if double and os.fork() != 0:
                     os._exit(0)
-                self._become_child(request, fds[0])
+                self._become_child(request, fds[0], reparented=double or self.is_zygote)
             except BaseException:  # noqa: BLE001 - a half-born child must never return into the parent's loop
                 os._exit(70)
             return None
         for fd in fds:
             os.close(fd)
         if not self.is_zygote:
-            os.waitpid(pid, 0)
+            self.children.add(pid)
         return {"ok": True}
 
-    def _become_child(self, request, fd):
+    def _reap_own(self, _signum, _frame):
+        """SIGCHLD in a runtime: reap only the runtimes we forked (never the cell's own subprocesses)."""
+        for pid in list(self.children):
+            try:
+                done, _status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                self.children.discard(pid)
+
+    def _become_child(self, request, fd, reparented):
         os.close(self.conn.detach())
         self.conn = socket.socket(fileno=fd)
-        if self.is_zygote:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        self.pid = os.getpid()
+        self.children = set()
         self.is_zygote = False
+        self.needs_pdeathsig = reparented and not self.single_fork
+        signal.signal(signal.SIGCHLD, self._reap_own)
         os.setpgid(0, 0)
+        dest = request["workspace"]
+        if request.get("copy", True):
+            shutil.copytree(os.getcwd(), dest, symlinks=True)
+        os.chdir(dest)
+        os.environ["PWD"] = dest
+        self._arm_faulthandler()
+        protocol.send_frame(self.conn, {"op": "hello", "pid": os.getpid()})
+
+    def _settle(self):
+        """Once the double fork finished (checked lazily, off the branch's critical path), ask for SIGKILL when
+        the zygote dies."""
+        if not self.needs_pdeathsig:
+            return
         deadline = time.monotonic() + 10
         while os.getppid() != self.zygote_pid:
             if time.monotonic() > deadline:
@@ -283,13 +324,7 @@ class Server:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != self.zygote_pid:
             os._exit(72)
-        dest = request["workspace"]
-        if request.get("copy", True):
-            shutil.copytree(os.getcwd(), dest, symlinks=True)
-        os.chdir(dest)
-        os.environ["PWD"] = dest
-        self._arm_faulthandler()
-        protocol.send_frame(self.conn, {"op": "hello", "pid": os.getpid()})
+        self.needs_pdeathsig = False
 
     # ---- requests ---------------------------------------------------------------------------------------
     def _run(self, request):
@@ -332,6 +367,7 @@ class Server:
                 request, fds, _pid = protocol.recv_frame(self.conn, want_fds=True)
             except protocol.ConnectionClosed:
                 os._exit(0)
+            self._settle()
             op = request.get("op")
             if op == "run":
                 reply = self._run(request)

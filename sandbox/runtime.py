@@ -261,7 +261,7 @@ class Zygote:
         settings = {
             "fd": child_end.fileno(), "output_cap": config.max_output_chars, "fault_dir": plan.inside(layout.faults),
             "home": plan.inside(layout.home), "rlimits": config.rlimits(), "uid": plan.uid,
-            "preload": list(config.preload_modules),
+            "preload": list(config.preload_modules), "single_fork": plan.bwrap,
         }
         self._cmd = [*plan.prefix, config.python, str(_SERVER), json.dumps(settings)]
         self._child_end = child_end
