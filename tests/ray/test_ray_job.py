@@ -1,0 +1,106 @@
+"""End to end: ``ray start --head`` on 127.0.0.1, then ``ray job submit --working-dir <repo> -- python
+search/collect.py ...`` with the replay policy and real sandboxes. The head is ours alone (own ports, own temp
+dir) and is stopped by its process group and PIDs, never with ``ray stop``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from search.ray_manifest import Manifest, TaskStatus
+from search.ray_workdir import DEFAULT_EXCLUDES
+
+from ray_fixtures import free_port, write_replay, write_tasks
+
+REPO = Path(__file__).resolve().parents[2]
+psutil = pytest.importorskip("psutil")
+
+
+def _ray_cli() -> list[str]:
+    return [sys.executable, "-m", "ray.scripts.scripts"]
+
+
+def _ours(temp_dir: Path) -> list[int]:
+    """PIDs of processes that belong to our head (their command line names our private temp dir)."""
+    pids = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if any(str(temp_dir) in part for part in proc.info["cmdline"] or ()):
+                pids.append(proc.info["pid"])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return [p for p in pids if p != os.getpid()]
+
+
+@pytest.fixture()
+def ray_head(tmp_path):
+    # Outside /tmp: bubblewrap gives each sandbox runtime a private /tmp, which would hide the job's working
+    # dir (Ray unpacks it under its temp dir) and with it sandbox/_server.py. Short: socket paths <= 107 bytes.
+    temp_dir = Path("/var/tmp") / f"jh-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+    port, dash = free_port(), free_port()
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    log = open(tmp_path / "head.log", "w")
+    head = subprocess.Popen(
+        [*_ray_cli(), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
+         "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--include-dashboard=true",
+         "--num-cpus", "2", "--temp-dir", str(temp_dir), "--disable-usage-stats"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"http://127.0.0.1:{dash}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            probe = subprocess.run([*_ray_cli(), "job", "list", "--address", address], env=env,
+                                   capture_output=True, text=True, timeout=60)
+            if probe.returncode == 0:
+                break
+            if head.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"ray head did not come up: {(tmp_path / 'head.log').read_text()[-2000:]}")
+            time.sleep(2)
+        yield address, env
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(head.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                head.wait(timeout=20)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        for pid in _ours(temp_dir):  # processes of our head that left its process group
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
+        import shutil
+
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_job_submit_collects_every_tree(ray_head, tmp_path):
+    address, env = ray_head
+    tasks, replay = write_tasks(tmp_path / "tasks", n=4), write_replay(tmp_path / "tasks", n=4)
+    out = tmp_path / "collect"
+    runtime_env = json.dumps({"excludes": list(DEFAULT_EXCLUDES), "env_vars": {"RAY_AUTH_MODE": "disabled"}})
+    done = subprocess.run(
+        [*_ray_cli(), "job", "submit", "--address", address, "--working-dir", str(REPO),
+         "--runtime-env-json", runtime_env, "--",
+         "python", "search/collect.py", "--tasks", str(tasks), "--out", str(out), "--llm", f"replay:{replay}",
+         "--iterations", "6", "--workers", "2", "--trees-per-worker", "2", "--no-progress"],
+        env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"summary"')))["summary"]
+    assert summary["done"] == 4 and summary["solved"] == 4
+    ok = [r for r in Manifest(out).read() if r.status is TaskStatus.OK]
+    assert sorted(r.task_id for r in ok) == ["T0", "T1", "T2", "T3"]
+    assert all((out / r.tree_file).is_file() for r in ok)
