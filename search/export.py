@@ -18,6 +18,20 @@ def solution_path(tree: Tree, tag: str | None) -> list[Node]:
     return best.path()
 
 
+def _execution(node: Node) -> Any:
+    """The node's execution; for a tree read from a file, rebuilt from the saved outputs."""
+    if node.execution is not None or not node.outputs:
+        return node.execution
+    from sandbox import ExecStatus, Execution
+
+    try:
+        status = ExecStatus(node.exec_status or "ok")
+    except ValueError:
+        status = ExecStatus.DIED
+    return Execution(code=node.code or "", status=status, outputs=tuple(node.outputs),
+                     duration_s=float(node.timings.get("cell_s", 0.0)))
+
+
 def path_notebook(tree: Tree, tag: str | None, metadata: dict[str, Any] | None = None) -> Any:
     """An ``nbformat`` v4 notebook of the path to ``tag``: the task, each thought, each cell with its outputs,
     and the final answer. Built by ``sandbox.notebook.to_notebook`` (which validates it)."""
@@ -38,7 +52,7 @@ def path_notebook(tree: Tree, tag: str | None, metadata: dict[str, Any] | None =
         if node.code is not None and node.code.strip():
             if node.thought:
                 markdown.append((len(cells), f"**Thought:** {node.thought}"))
-            cells.append((node.code, node.execution))
+            cells.append((node.code, _execution(node)))
         elif node.final_answer is not None:
             text = f"**Thought:** {node.thought}\n\n" if node.thought else ""
             markdown.append((len(cells), f"{text}**Formatted answer:** `{node.final_answer}`"))

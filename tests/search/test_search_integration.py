@@ -84,3 +84,27 @@ def test_react_and_vote_baselines_on_the_real_sandbox(dabench_tasks, sandbox):
     vote = run_search(task, policy_for(9), sandbox, vote_config(runs=3, cell_timeout=60))
     assert len(vote.tree.root.children) == 3
     assert vote.stats.model_calls <= vote.stats.iterations
+
+
+def test_notebook_from_a_saved_tree_keeps_the_outputs(dabench_tasks, sandbox, tmp_path):
+    from search.tree_io import load_tree, save_tree
+
+    result = run_search(dabench_tasks[0], policy_for(0), sandbox, SearchConfig(mode=Mode.COLLECT, iterations=20))
+    loaded = load_tree(save_tree(result.tree, tmp_path / "tree.json"))
+    notebook = path_notebook(loaded, result.chosen_tag)
+    nbformat.validate(notebook)
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+    assert any("RESULT-0 34.65" in o.get("text", "") for o in outputs)
+
+
+def test_bundled_example_matches_dabench(dabench_dir):
+    import json
+    from pathlib import Path
+
+    from jupiter.task import load_task_file
+
+    example = Path(__file__).resolve().parents[2] / "jupiter" / "examples" / "titanic_mean_fare.json"
+    task = load_task_file(example)
+    labels = [json.loads(line) for line in (dabench_dir / "da-dev-labels.jsonl").read_text().splitlines()]
+    assert task.label == "@" + labels[0]["common_answers"][0][0] + "[" + labels[0]["common_answers"][0][1] + "]"
+    assert task.files[0].read_bytes() == (dabench_dir / "tables" / "test_ave.csv").read_bytes()
