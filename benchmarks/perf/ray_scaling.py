@@ -1,0 +1,113 @@
+"""Ray scaling of tree collection: the same trees on 1 and on 2 tree workers (a private local Ray).
+
+Real engine, real fork sandboxes (each tree loads its own CSV with pandas and sums it), and the replay policy,
+whose replies are instant, so the measurement is the workers' own work: sandboxes, cells and the engine.
+Reports wall time (actor start-up included), nodes per second and the speed-up of 2 workers over 1
+(target >= 1.7x on a 2-core machine). The load average before and after is reported too: other processes on
+the machine make the numbers noisy, and ``disturbed`` says when the load exceeded the cores.
+
+    python benchmarks/perf/ray_scaling.py --json [--trees 20] [--iterations 10] [--trees-per-worker 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from jupiter.task import load_tasks  # noqa: E402
+from search import Mode, SearchConfig  # noqa: E402
+from search.ray_driver import solve_tasks_ray  # noqa: E402
+
+
+def _step(code: str) -> str:
+    return f"Thought: next step.\nAction:\n```python\n{code}\n```\n"
+
+
+def write_inputs(folder: Path, trees: int) -> tuple[Path, Path]:
+    """``trees`` NbQA tasks over their own CSVs and a replay script that solves them (with detours)."""
+    records, rules = [], []
+    for i in range(trees):
+        total = 100 + i
+        (folder / f"d{i}.csv").write_text("x,y\n" + "".join(f"{v},{k}\n" for k, v in enumerate([total - 40, 40])))
+        records.append({"id": f"S{i}", "task": f"Sum of x? [S{i}]", "file_names": [f"d{i}.csv"],
+                        "format": "@total[value]", "label": f"@total[{total}]"})
+        rules.append({"match": f"TOTAL {total} END", "replies": [
+            f"Thought: done.\nFormatted answer: @total[{total}]",
+            _step("import numpy as np\nprint('CHECK', int(np.asarray(df['x']).sum()))"),
+            _step("print('ROWS', len(df))")]})
+    load = _step("import glob\nimport pandas as pd\ndf = pd.read_csv(glob.glob('d*.csv')[0])\n"
+                 "print('TOTAL', int(df['x'].sum()), 'END')")
+    rules.append({"match": "CHECK", "replies": [_step("print('ROWS', len(df))")]})
+    rules.append({"match": "ROWS", "replies": ["Thought: guess.\nFormatted answer: @total[1]",
+                                               _step("print(df.describe())")]})
+    rules.append({"match": "Task:", "replies": [load, _step("print('ROWS', 2)"), "Thought: guess.\nFormatted answer: @total[0]"]})
+    tasks = folder / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in records))
+    replay = folder / "replay.json"
+    replay.write_text(json.dumps({"rules": rules, "default": [_step("print('ROWS', 0)")]}))
+    return tasks, replay
+
+
+def measure(tasks, replay: Path, config: SearchConfig, workers: int, out: Path) -> dict:
+    summary = solve_tasks_ray(tasks, f"replay:{replay}", config, out, workers=workers, progress=False)
+    if summary.done != len(tasks):
+        raise RuntimeError(f"{workers} worker(s): only {summary.done} of {len(tasks)} trees finished: {summary}")
+    return {"workers": workers, "wall_s": summary.wall_seconds, "nodes": summary.nodes,
+            "nodes_per_s": summary.nodes_per_s, "trees_per_s": summary.trees_per_s}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trees", type=int, default=20)
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--trees-per-worker", type=int, default=4)
+    parser.add_argument("--json", action="store_true", help="print one JSON object (the default output too)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    logging.basicConfig(level=logging.WARNING)
+    import ray
+
+    work = Path(tempfile.mkdtemp(prefix="ray-scaling-"))
+    temp = Path("/tmp") / f"jb-{os.getpid()}"
+    try:
+        tasks_path, replay = write_inputs(work, args.trees)
+        tasks = load_tasks(tasks_path)
+        config = SearchConfig(mode=Mode.COLLECT, iterations=args.iterations, expansions=3, temperature=1.0,
+                              max_trees_in_flight=args.trees_per_worker, cell_timeout=60)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=str(temp),
+                 logging_level="WARNING", runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+        load_before = os.getloadavg()
+        one = measure(tasks, replay, config, 1, work / "w1")
+        two = measure(tasks, replay, config, 2, work / "w2")
+        load_after = os.getloadavg()
+        speedup = round(one["wall_s"] / two["wall_s"], 3)
+        cores = os.cpu_count() or 1
+        result = {
+            "benchmark": "ray_scaling", "trees": args.trees, "iterations": args.iterations,
+            "trees_per_worker": args.trees_per_worker, "one_worker": one, "two_workers": two,
+            "speedup": speedup, "target_speedup": 1.7, "meets_target": speedup >= 1.7, "cpus": cores,
+            "load_avg_before": [round(x, 2) for x in load_before], "load_avg_after": [round(x, 2) for x in load_after],
+            "disturbed": max(load_before[0], load_after[0]) > cores,
+        }
+        print(json.dumps(result))
+        return 0
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
