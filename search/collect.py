@@ -26,6 +26,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
+import os  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Any, Sequence  # noqa: E402
 
@@ -119,6 +120,8 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--seed", type=int, default=0)
     ray = p.add_argument_group("ray")
     ray.add_argument("--ray-address", default=None, help="cluster address (default: $RAY_ADDRESS, else a local Ray)")
+    ray.add_argument("--ray-temp-dir", type=Path, default=None,
+                     help="temp dir of a local Ray started here (default Ray's /tmp/ray)")
     ray.add_argument("--workers", type=int, default=None, help="tree workers (default: what the cluster fits)")
     ray.add_argument("--worker-cpus", type=float, default=1.0)
     ray.add_argument("--worker-memory-mb", type=int, default=2048)
@@ -175,6 +178,13 @@ def _dry_run(args: argparse.Namespace, tasks: list, config: Any) -> int:
     return 0
 
 
+def _local_ray_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """ray.init options for a local Ray started by this command (ignored when joining a cluster)."""
+    if args.ray_temp_dir is None or args.ray_address or os.environ.get("RAY_ADDRESS"):
+        return None
+    return {"_temp_dir": str(args.ray_temp_dir.expanduser().resolve())}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -212,7 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         summary = solve_tasks_ray(tasks, args.llm, config, args.out, value_model=args.value_model,
                                   address=args.ray_address, workers=args.workers, max_retries=args.max_retries,
-                                  seed=args.seed, resources=resources, progress=not args.no_progress)
+                                  seed=args.seed, resources=resources, progress=not args.no_progress,
+                                  ray_init=_local_ray_options(args))
     except KeyboardInterrupt:
         print(f"interrupted: rerun the same command to resume from {args.out}", file=sys.stderr)
         return 130

@@ -261,6 +261,8 @@ def _expanded_states(requests: list[_Request]) -> list[Any]:
 def _finish(run: _TreeRun, config: SearchConfig, value: Value | None, close_sandbox: bool) -> SearchResult:
     """Decide, close the tree's sandbox, and build the result."""
     for node in run.tree.nodes:
+        if node.state is not None and not close_sandbox:
+            _release(node.state)  # a shared sandbox outlives the tree: hand its states back
         node.state = None
     if close_sandbox and run.sandbox is not None:
         try:

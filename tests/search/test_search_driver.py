@@ -184,3 +184,24 @@ def test_reference_tree_for_a_fixed_seed():
         path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     expected = json.loads(path.read_text(encoding="utf-8"))
     assert got == expected
+
+
+def test_run_search_hands_back_every_state_of_a_shared_sandbox():
+    states = []
+
+    class Tracking(FakeSandbox):
+        def open_root(self, input_files=()):
+            root = super().open_root(input_files)
+            original = root.branch
+
+            def branch():
+                child = original()
+                states.append(child)
+                return child
+            root.branch = branch
+            states.append(root)
+            return root
+
+    policy = FakePolicy([("Task:", [GOOD, CHAT])])
+    run_search(TASK, policy, Tracking(), SearchConfig(iterations=1, expansions=2))
+    assert states and all(s.closed for s in states)

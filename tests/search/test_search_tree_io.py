@@ -85,3 +85,41 @@ def test_bad_tree_files_name_the_problem(tmp_path, content, message):
         load_tree(path)
     with pytest.raises(TreeFileError, match="not found"):
         load_tree(tmp_path / "missing.json")
+
+
+DOM_STUB = """
+const made = [];
+function node() { return {attrs: {}, children: [], listeners: {}, textContent: "",
+  setAttribute(k, v) { this.attrs[k] = v; }, appendChild(c) { this.children.push(c); },
+  addEventListener(k, f) { this.listeners[k] = f; }, replaceChildren() { this.children = []; }}; }
+const elements = {tree: node(), meta: node(), detail: node(), data: node()};
+elements.data.textContent = DATA;
+globalThis.document = {getElementById: id => elements[id],
+  createElementNS: () => { const n = node(); made.push(n); return n; }, createElement: () => node()};
+"""
+
+
+def test_tree_page_script_runs_and_shows_a_node(tmp_path):
+    import re
+    import shutil
+    import subprocess
+
+    from search.html import render_tree_html
+
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    result = run_search(TASK, FakePolicy(script()), FakeSandbox(), SearchConfig(mode=Mode.COLLECT, iterations=4))
+    result.tree.nodes[1].thought = "</script><img src=x onerror=alert(1)>"
+    page = render_tree_html(result.tree, "t", result.chosen_tag, "summary")
+    assert "<img src=x" not in page
+    data = re.search(r'<script id="data" type="application/json">(.*?)</script>', page, re.S).group(1)
+    code = re.findall(r"<script>(.*?)</script>", page, re.S)[-1]
+    program = (f"const DATA = {json.dumps(data)};\n{DOM_STUB}\n{code}\n"
+               "const circles = made.filter(n => n.listeners.click);\n"
+               "circles[1].listeners.click();\n"
+               "const shown = elements.detail.children.map(c => c.textContent).join('|');\n"
+               "console.log(circles.length + ' ' + shown.includes('onerror=alert'));\n")
+    (tmp_path / "page.js").write_text(program)
+    out = subprocess.run(["node", str(tmp_path / "page.js")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(len(result.tree.nodes)), "true"]  # shown as text, never as markup
