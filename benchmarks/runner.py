@@ -8,6 +8,7 @@ policy call) or to the Ray driver, and streams results to disk as they come.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import re
@@ -65,7 +66,8 @@ def solver_for(ray: bool, llm_spec: str = "", value_model: str | Path | None = N
 
         return solve_many
     try:
-        import ray as _ray  # noqa: F401
+        if importlib.util.find_spec("ray") is None:
+            raise ImportError("No module named 'ray'")
         from search import ray_driver
     except ImportError as exc:
         raise RayUnavailableError(

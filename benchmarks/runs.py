@@ -56,20 +56,23 @@ def run_dabench(
     solver: Any = None,
 ) -> tuple[RunOutcome, dict[str, Any]]:
     """Solve the DABench questions in ``data``; returns what ran and the summary (also written to disk)."""
-    outcome = run_loop(
-        list(data.tasks),
-        benchmark="dabench",
-        policy=policy,
-        make_sandbox=make_sandbox or sandbox_factory(config.cell_timeout),
-        config=config,
-        value=value,
-        options=options,
-        to_record=lambda result, task: record_from_result(
-            result, "dabench", {"level": task.level, "concepts": list(task.concepts)}
-        ),
-        solver=solver,
-    )
-    return outcome, report_dabench(options.out_dir, data)
+    try:
+        outcome = run_loop(
+            list(data.tasks),
+            benchmark="dabench",
+            policy=policy,
+            make_sandbox=make_sandbox or sandbox_factory(config.cell_timeout),
+            config=config,
+            value=value,
+            options=options,
+            to_record=lambda result, task: record_from_result(
+                result, "dabench", {"level": task.level, "concepts": list(task.concepts)}
+            ),
+            solver=solver,
+        )
+    finally:
+        summary = report_dabench(options.out_dir, data)  # also after an interruption: the report of what finished
+    return outcome, summary
 
 
 def report_dabench(out_dir: Path, data: DabenchData, run: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -99,18 +102,21 @@ def run_aime(
     solver: Any = None,
 ) -> tuple[RunOutcome, dict[str, Any]]:
     """Solve AIME problems (math tasks with the tool-use prompt); OR / Vote summary."""
-    outcome = run_loop(
-        list(tasks),
-        benchmark="aime2025",
-        policy=policy,
-        make_sandbox=make_sandbox or sandbox_factory(config.cell_timeout),
-        config=config,
-        value=value,
-        options=options,
-        to_record=lambda result, task: record_from_result(result, "aime2025"),
-        solver=solver,
-    )
-    return outcome, report_aime(options.out_dir, tasks)
+    try:
+        outcome = run_loop(
+            list(tasks),
+            benchmark="aime2025",
+            policy=policy,
+            make_sandbox=make_sandbox or sandbox_factory(config.cell_timeout),
+            config=config,
+            value=value,
+            options=options,
+            to_record=lambda result, task: record_from_result(result, "aime2025"),
+            solver=solver,
+        )
+    finally:
+        summary = report_aime(options.out_dir, tasks)
+    return outcome, summary
 
 
 def report_aime(out_dir: Path, tasks: Sequence[Task], run: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -233,18 +239,21 @@ def run_dsbench(
     capture = SubmissionCapture()
     inner = make_sandbox or sandbox_factory(config.cell_timeout)
     by_name = {s.name: s for s in data.specs}
-    outcome = run_loop(
-        tasks,
-        benchmark="dsbench",
-        policy=policy,
-        make_sandbox=lambda: CapturingSandbox(inner(), capture),
-        config=config,
-        value=value,
-        options=options,
-        to_record=lambda result, task: _dsbench_record(result, by_name[task.id], data, capture),
-        solver=solver,
-    )
-    return outcome, report_dsbench(options.out_dir, data)
+    try:
+        outcome = run_loop(
+            tasks,
+            benchmark="dsbench",
+            policy=policy,
+            make_sandbox=lambda: CapturingSandbox(inner(), capture),
+            config=config,
+            value=value,
+            options=options,
+            to_record=lambda result, task: _dsbench_record(result, by_name[task.id], data, capture),
+            solver=solver,
+        )
+    finally:
+        summary = report_dsbench(options.out_dir, data)
+    return outcome, summary
 
 
 def report_dsbench(out_dir: Path, data: DsbenchData, run: dict[str, Any] | None = None) -> dict[str, Any]:
