@@ -88,7 +88,8 @@ def runtime_env(layout: Layout, plan: IsolationPlan | None = None) -> dict[str, 
         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMEXPR_NUM_THREADS": "1",
         "VECLIB_MAXIMUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false",
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-        "HOME": home, "IPYTHONDIR": f"{home}/.ipython", "MPLCONFIGDIR": f"{home}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1",
+        "HOME": home, "IPYTHONDIR": f"{home}/.ipython", "MPLCONFIGDIR": f"{home}/.matplotlib",
+        "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1", "JPY_PARENT_PID": str(os.getpid()),
     })
     env.pop("PYTHONSTARTUP", None)

@@ -219,8 +219,8 @@ class Sandbox:
                     break
                 if runtime is None:
                     runtime = self._rebuild(child, skip=parent)
-                self._attach(child, runtime)
-            self._touch(parent)
+                self._touch(parent)
+                self._attach(child, runtime, keep=(parent,))
         return child
 
     def _close_state(self, state: State) -> None:
@@ -308,7 +308,7 @@ class Sandbox:
             return self._zygote.spawn(state._workspace, generation)
         return self._kernels.start(state._workspace, generation)
 
-    def _attach(self, state: State, runtime: Any) -> None:
+    def _attach(self, state: State, runtime: Any, keep: tuple[State, ...] = ()) -> None:
         state._runtime = runtime
         state._generation = runtime.generation
         with self._lock:
@@ -319,7 +319,7 @@ class Sandbox:
             self._live[state.id] = state
             self._live.move_to_end(state.id)
             state._last_used = time.monotonic()
-        self._enforce_budget(keep=state)
+        self._enforce_budget(keep=(state, *keep))
 
     def _touch(self, state: State) -> None:
         with self._lock:
@@ -351,13 +351,13 @@ class Sandbox:
                          error=error, dropped_chars=dropped, generation=generation,
                          observation_chars=self.config.observation_chars)
 
-    def _enforce_budget(self, keep: State) -> None:
+    def _enforce_budget(self, keep: tuple[State, ...]) -> None:
         """Evict least-recently-used idle states beyond the count cap (and the memory budget, if set)."""
         cfg = self.config
         while True:
             with self._lock:
                 over_count = len(self._live) > cfg.max_live_states
-                candidates = [s for s in self._live.values() if s is not keep]
+                candidates = [s for s in self._live.values() if all(s is not k for k in keep)]
             if not over_count and cfg.max_memory_mb is not None:
                 over_count = self.live_memory_bytes() > cfg.max_memory_mb * 1024 * 1024
             if not over_count:

@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                 result["rss_mb_per_state"] = round(statistics.mean(rss) / 2**20, 2)
                 result["uss_mb_state_d10"] = round(uss_bytes(state._runtime.pid) / 2**20, 2)
             state.close()
-        result["fork_stats"] = {k: v for k, v in vars(box.stats()).items() if isinstance(v, int)}
+        result["fork_stats"] = {k: v for k, v in vars(box.stats()).items()
+                                if isinstance(v, int) and not isinstance(v, bool)}
     if not args.skip_replay:
         with Sandbox(SandboxConfig(backend="kernel", timeout_s=300)) as box:
             for d in DEPTHS:

@@ -140,7 +140,8 @@ def test_scientific_stack_imports_under_default_limit_and_after_fork(sb):
     assert root.run("import numpy, pandas, sklearn, scipy").status is ExecStatus.OK
     child = root.branch()
     ex = child.run("from sklearn.linear_model import LinearRegression\nimport numpy as np\n"
-                   "X = np.arange(20.0).reshape(-1, 1); round(float(LinearRegression().fit(X, 2 * X[:, 0]).coef_[0]), 6)")
+                   "X = np.arange(20.0).reshape(-1, 1)\n"
+                   "round(float(LinearRegression().fit(X, 2 * X[:, 0]).coef_[0]), 6)")
     assert ex.status is ExecStatus.OK and ex.result == "2.0"
 
 
