@@ -99,12 +99,13 @@ def summarize_dabench(records: Sequence[TaskRecord], data: DabenchData) -> dict[
     score = score_dabench(responses, list(data.labels), list(data.questions))
     # the value-selected and any-candidate figures next to the decided answer's
     by_id = {r.id: r for r in records}
-    value_right = or_right = 0
+    value_right = vote_right = or_right = 0
     for label in data.labels:
         record = by_id.get(str(label["id"]))
         if record is None:
             continue
         value_right += dabench_correct(record.value_answer, label)
+        vote_right += dabench_correct(record.vote_answer, label)
         or_right += any(dabench_correct(c.answer, label) for c in record.candidates)
     n = len(data.labels) or 1
     return {
@@ -113,6 +114,7 @@ def summarize_dabench(records: Sequence[TaskRecord], data: DabenchData) -> dict[
         "finished": len(records),
         "metrics": score.to_dict(),
         "abq_value_selected_strict": value_right / n,
+        "abq_vote_strict": vote_right / n,
         "abq_any_candidate_strict": or_right / n,
         "known_bad_labels": {k: v for k, v in KNOWN_BAD_LABELS.items() if any(str(l["id"]) == k for l in data.labels)},
         **cost_summary(records),

@@ -25,6 +25,7 @@ HEADLINES: dict[str, tuple[tuple[str, str], ...]] = {
         ("metrics.pasq", "PASQ"),
         ("metrics.uasq", "UASQ"),
         ("metrics.abq_strict", "ABQ strict"),
+        ("abq_vote_strict", "ABQ vote"),
         ("abq_value_selected_strict", "ABQ value"),
         ("abq_any_candidate_strict", "ABQ any"),
     ),

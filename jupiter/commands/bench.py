@@ -105,12 +105,11 @@ def _value(path: Path | None) -> Any:
         return None
     if not path.exists():
         raise TaskError(f"--value-model: {path} not found")
-    import value_model
-
-    loader = getattr(value_model, "load_value", None)
-    if not callable(loader):
-        raise TaskError("--value-model: this build's value_model package has no load_value(path) yet")
-    return loader(path)
+    try:
+        from value_model import ValueScorer
+    except ImportError as exc:
+        raise TaskError(f"--value-model: value_model.ValueScorer is not available here ({exc})") from None
+    return ValueScorer.load(path)
 
 
 def _out_dir(args: argparse.Namespace, benchmark: str) -> Path:

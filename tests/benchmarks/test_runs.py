@@ -133,6 +133,36 @@ def test_interrupted_run_resumes(bench_shared, tmp_path):
     assert summary["finished"] == 4 and summary["metrics"]["abq"] == 0.5
 
 
+def test_value_model_decides_against_the_vote(bench_shared, tmp_path):
+    """With a value model the decided answer is the highest-value candidate; the vote figure is kept apart."""
+    from benchmarks.dabench import load_dabench
+    from benchmarks.runner import RunOptions
+    from benchmarks.runs import run_dabench
+    from jupiter.llm import load_policy
+    from search import config_for_mode
+
+    data = load_dabench(bench_shared / "dabench", ids=["0"])
+    question = data.tasks[0].question
+    script = {"rules": [{"match": question[:60], "replies": [
+        "Thought: a\nFormatted answer: @mean_fare[1.0]",
+        "Thought: b\nFormatted answer: @mean_fare[1]",
+        "Thought: c\nFormatted answer: @mean_fare[34.65]",
+    ]}]}
+    policy = load_policy(f"replay:{write_json(tmp_path / 'replay.json', script)}")
+
+    class ScriptedValue:
+        """Scores a path +1 when its last step holds the right answer, else -1."""
+
+        def evaluate(self, histories):
+            return [1.0 if "34.65" in h[-1]["content"] else -1.0 for h in histories]
+
+    config = config_for_mode("infer", iterations=2)
+    outcome, summary = run_dabench(data, policy, config, RunOptions(out_dir=tmp_path / "run", progress=False),
+                                   value=ScriptedValue())
+    assert summary["abq_vote_strict"] == 0.0  # two votes for 1
+    assert summary["abq_value_selected_strict"] == 1.0 and summary["metrics"]["abq"] == 1.0
+
+
 def test_aime_or_and_vote_from_a_vote_run(bench_shared, tmp_path, capsys):
     from benchmarks.aime import load_aime
 
@@ -205,6 +235,8 @@ def test_bench_errors_are_clear(tmp_path, capsys):
     assert "da-dev-questions.jsonl not found" in capsys.readouterr().err
     assert main(["bench", "dsbench", "--data", str(tmp_path)]) == 2
     assert "task" in capsys.readouterr().err
+    assert main(["bench", "dabench", "--limit", "1", "--value-model", str(tmp_path / "none"), "--llm", "replay:x"]) == 2
+    assert "--value-model" in capsys.readouterr().err
 
 
 def test_ray_flag_without_ray_driver_errors_clearly(bench_shared, tmp_path, capsys, monkeypatch):
