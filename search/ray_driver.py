@@ -111,6 +111,7 @@ class RunSummary:
     nodes_per_s: float
     trees_per_s: float
     workers: int
+    shared_policy: bool = False  # one policy actor served every worker (a local model)
     interrupted: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,7 +194,8 @@ class _Run:
     def __init__(self, todo: list[Task], attempts_before: dict[str, int], llm_spec: str, config: SearchConfig,
                  out_dir: Path, value_model: str | None, workers: int | None, sandbox_config: Any,
                  max_retries: int, seed: int, resources: RayResources, solve_fn: SolveFn | None,
-                 on_outcome: Callable[[TreeOutcome], None] | None, progress: Any) -> None:
+                 on_outcome: Callable[[TreeOutcome], None] | None, progress: Any,
+                 share_policy: bool | None) -> None:
         import ray
 
         self.ray = ray
@@ -213,8 +215,12 @@ class _Run:
         self.first_attempt = {t.id: attempts_before.get(t.id, 0) + 1 for t in todo}
         self.spec = absolute_spec(llm_spec)
         cluster = ray.cluster_resources()
-        shared = policy_is_shared(self.spec)
+        shared = policy_is_shared(self.spec) if share_policy is None else share_policy
         self.count = plan_workers(cluster, resources, shared, value_model is not None, len(todo), workers)
+        fits = plan_workers(cluster, resources, shared, value_model is not None, len(todo))
+        if self.count > fits:
+            log.warning("%d workers requested but the cluster's free CPUs/memory fit %d: the rest wait for "
+                        "resources (Ray queues them)", self.count, fits)
         self.policy_handle = self._start_policy(cluster) if shared else None
         self.value_handle = self._start_value(value_model) if value_model else None
         self.queue = ray.remote(TaskQueue).options(num_cpus=0, max_restarts=0).remote(
@@ -222,6 +228,7 @@ class _Run:
         self.spawned = 0
         self.max_spawns = self.count * (max_retries + 2)
         self.slots: list[_Slot] = [self._spawn() for _ in range(self.count)]
+        self._wait_for_placement()
         self.started = time.perf_counter()
 
     # ------------------------------------------------------------------ actors
@@ -252,6 +259,15 @@ class _Run:
             seed=self.seed, solve_fn=self.solve_fn,
         )
         return _Slot(name, handle)
+
+    def _wait_for_placement(self, timeout_s: float = 60.0) -> None:
+        """Warn (once, naming the resources) when workers cannot be placed: Ray would wait silently."""
+        probes = {slot.handle.pid.remote(): slot.name for slot in self.slots}
+        ready, waiting = self.ray.wait(list(probes), num_returns=len(probes), timeout=timeout_s)
+        if waiting:
+            log.warning("%d of %d worker(s) not started after %.0f s: the cluster lacks %s CPU(s) and %d MiB per "
+                        "worker (check `ray status`; lower --workers or --worker-memory-mb)", len(waiting),
+                        len(probes), timeout_s, self.resources.worker_cpus, self.resources.worker_memory_mb)
 
     def kill_all(self) -> None:
         for handle in [s.handle for s in self.slots] + [self.queue, self.policy_handle, self.value_handle]:
@@ -389,7 +405,7 @@ class _Run:
             mean_best_reward=round(sum(tally.rewards) / len(tally.rewards), 4) if tally.rewards else None,
             wall_seconds=round(elapsed, 3), nodes_per_s=round(tally.nodes / elapsed, 3) if elapsed > 0 else 0.0,
             trees_per_s=round(finished / elapsed, 4) if elapsed > 0 else 0.0, workers=self.count,
-            interrupted=interrupted,
+            shared_policy=self.policy_handle is not None, interrupted=interrupted,
         )
 
 
@@ -410,13 +426,15 @@ def solve_tasks_ray(
     solve_fn: SolveFn | None = None,
     on_outcome: Callable[[TreeOutcome], None] | None = None,
     ray_init: dict[str, Any] | None = None,
+    share_policy: bool | None = None,
 ) -> RunSummary:
     """Solve every task on Ray; write ``OUT/trees/*.json``, ``OUT/manifest.jsonl`` and ``OUT/summary.json``.
 
     Tasks whose id the manifest already records as ``ok`` are skipped. ``workers`` (default: what the cluster's
     CPUs and memory allow) tree workers each run ``config.max_trees_in_flight`` trees at once. A task whose
     worker dies is retried at most ``max_retries`` times. ``solve_fn`` replaces the engine (tests);
-    ``on_outcome`` is called in the driver after each tree's files are written. Side effects: starts (and then
+    ``on_outcome`` is called in the driver after each tree's files are written. ``share_policy`` forces (True)
+    or forbids (False) one shared policy actor; None decides by the spec (``policy_is_shared``). Side effects: starts (and then
     shuts down) a private local Ray instance unless Ray is initialised or an address is given; shows a tqdm bar
     on stderr when ``progress``. Raises KeyboardInterrupt after writing the summary when interrupted.
     """
@@ -450,7 +468,7 @@ def solve_tasks_ray(
 
             bar = tqdm(total=len(todo), desc="trees", unit="tree", dynamic_ncols=True)
         run = _Run(todo, manifest.attempts(), llm_spec, config, out, None if value_model is None else str(value_model),
-                   workers, sandbox_config, max_retries, seed, resources, solve_fn, on_outcome, bar)
+                   workers, sandbox_config, max_retries, seed, resources, solve_fn, on_outcome, bar, share_policy)
         run.loop()
     except KeyboardInterrupt:
         interrupted = True

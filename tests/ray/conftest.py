@@ -1,4 +1,4 @@
-"""Fixtures of the Ray tests: a private local Ray (2 CPUs) and the tasks of ``ray_fixtures``."""
+"""Fixtures of the Ray tests: a private local Ray (3 logical CPUs) and the tasks of ``ray_fixtures``."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def ray_local(tmp_path_factory):
     if ray.is_initialized():
         ray.shutdown()
     temp = Path("/tmp") / f"jr-{os.getpid()}"  # short: Ray's socket paths must fit in 107 bytes
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=str(temp),
+    # 3 logical CPUs on this 2-core machine: two tree workers plus the shared policy actor of one test.
+    ray.init(address="local", num_cpus=3, include_dashboard=False, _temp_dir=str(temp),
              logging_level="WARNING", runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}})
     yield ray
     ray.shutdown()

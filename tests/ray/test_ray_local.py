@@ -15,7 +15,7 @@ import pytest
 
 from jupiter.task import load_tasks
 from search import Mode, SearchConfig, load_tree
-from search.ray_driver import solve_tasks_ray
+from search.ray_driver import RayResources, solve_tasks_ray
 from search.ray_manifest import DeathCause, Manifest, TaskStatus, tree_file_name
 
 from ray_fixtures import N_TASKS
@@ -44,13 +44,15 @@ def _check_trees(out: Path, tasks) -> None:
 
 
 def test_ten_tasks_then_rerun_skips(ray_local, task_files, tmp_path):
+    """Two workers share one policy actor (the path a local model takes) holding the real replay policy."""
     tasks_path, replay = task_files
     tasks = load_tasks(tasks_path)
     assert len(tasks) == N_TASKS
     out = tmp_path / "collect"
-    summary = solve_tasks_ray(tasks, f"replay:{replay}", CONFIG, out, workers=2, progress=False)
+    summary = solve_tasks_ray(tasks, f"replay:{replay}", CONFIG, out, workers=2, progress=False, share_policy=True,
+                              resources=RayResources(worker_memory_mb=1024, policy_memory_mb=512))
     assert (summary.done, summary.skipped, summary.gave_up, summary.retries) == (N_TASKS, 0, 0, 0)
-    assert summary.solved == N_TASKS and summary.workers == 2 and summary.nodes > 0
+    assert summary.solved == N_TASKS and summary.workers == 2 and summary.nodes > 0 and summary.shared_policy
     _check_trees(out, tasks)
     workers = {r.worker for r in Manifest(out).read()}
     assert workers == {"w0", "w1"}  # both workers pulled tasks from the queue
