@@ -11,7 +11,7 @@ import pytest
 
 from jupiter.cli import main
 
-from conftest import final, step
+from search_dabench import final, step
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "jupiter" / "examples"
 EXAMPLE = EXAMPLES / "titanic_mean_fare.json"

@@ -12,7 +12,7 @@ from search.baselines import react_config, vote_config
 from search.export import path_notebook
 from search.tree import NodeStatus, TerminalReason
 
-from conftest import SOLUTIONS, replay_rules
+from search_dabench import SOLUTIONS, replay_rules
 
 
 def policy_for(*qids: int) -> ReplayPolicy:
