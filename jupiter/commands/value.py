@@ -1,0 +1,164 @@
+"""``jupiter value extract|train|score``: build a value-model training set from trees, train, score states.
+
+    jupiter value extract TREES... -o train.jsonl
+    jupiter value train train.jsonl --base default --out DIR
+    jupiter value score DIR states.jsonl [-o scores.jsonl]
+
+Heavy imports (torch, transformers, peft) happen inside the handlers, so ``jupiter value extract`` and
+``--help`` stay fast. Bad input exits with code 2 and one line naming the file or field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+__all__ = ["add_parser"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("value", help="value model: extract training data, train, score states")
+    inner = parser.add_subparsers(dest="value_command", metavar="ACTION")
+
+    ext = inner.add_parser("extract", help="tree files → JSONL training samples (messages, text, value)")
+    ext.add_argument("trees", nargs="+", type=Path, help="tree files (ours or the paper's; .json or .jsonl)")
+    ext.add_argument("-o", "--output", type=Path, required=True, help="where to write the samples (JSONL)")
+    ext.add_argument("--seed", type=int, default=0)
+    ext.add_argument("--max-correct", type=int, default=4, help="correct terminals sampled per tree")
+    ext.add_argument("--max-wrong", type=int, default=4, help="wrong terminals sampled per tree")
+    ext.add_argument("--max-wrong-if-no-correct", type=int, default=2)
+    ext.add_argument("--template", default="gemma", choices=["gemma", "chatml"], help="how paths are rendered")
+    ext.set_defaults(handler=run_extract)
+
+    tr = inner.add_parser("train", help="train LoRA + value head on extracted samples")
+    tr.add_argument("samples", type=Path, help="JSONL from 'jupiter value extract'")
+    tr.add_argument("--base", default="default", help="backbone: Hugging Face folder, or 'default' (Gemma 3 270M)")
+    tr.add_argument("--out", type=Path, required=True, help="output folder (model, checkpoints, metrics.json)")
+    tr.add_argument("--epochs", type=int, default=2)
+    tr.add_argument("--batch-size", type=int, default=4)
+    tr.add_argument("--grad-accum", type=int, default=4)
+    tr.add_argument("--lr", type=float, default=1e-4)
+    tr.add_argument("--head-lr", type=float, default=None)
+    tr.add_argument("--weight-decay", type=float, default=0.01)
+    tr.add_argument("--warmup-ratio", type=float, default=0.05)
+    tr.add_argument("--eval-fraction", type=float, default=0.1)
+    tr.add_argument("--max-tokens", type=int, default=8000, help="token budget of one path")
+    tr.add_argument("--lora-r", type=int, default=8)
+    tr.add_argument("--lora-alpha", type=int, default=32)
+    tr.add_argument("--lora-dropout", type=float, default=0.1)
+    tr.add_argument("--template", default="gemma", choices=["gemma", "chatml"])
+    tr.add_argument("--checkpoint-every", type=int, default=0, help="optimizer steps between checkpoints")
+    tr.add_argument("--max-steps", type=int, default=0)
+    tr.add_argument("--no-gradient-checkpointing", action="store_true")
+    tr.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
+    tr.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
+    tr.add_argument("--seed", type=int, default=0)
+    tr.set_defaults(handler=run_train)
+
+    sc = inner.add_parser("score", help="score states (JSONL of {messages: [...]}) with a trained model")
+    sc.add_argument("model", type=Path, help="a folder written by 'jupiter value train'")
+    sc.add_argument("states", type=Path, help='JSONL: one {"messages": [...]} per line (other keys are echoed)')
+    sc.add_argument("-o", "--output", type=Path, help="write JSONL here instead of stdout")
+    sc.add_argument("--backbone", default=None, help="override the backbone path stored with the model")
+    sc.add_argument("--batch-size", type=int, default=8)
+    sc.add_argument("--device", default=None)
+    sc.set_defaults(handler=run_score)
+    parser.set_defaults(handler=lambda args: parser.print_help() or 2)
+
+
+def _fail(message: str) -> int:
+    print(f"jupiter: error: {message}", file=sys.stderr)
+    return 2
+
+
+def run_extract(args: argparse.Namespace) -> int:
+    from value_model.config import ConfigError
+    from value_model.extract import ExtractConfig, ExtractError, extract_samples, write_samples
+
+    try:
+        config = ExtractConfig(max_correct=args.max_correct, max_wrong=args.max_wrong,
+                               max_wrong_if_no_correct=args.max_wrong_if_no_correct, seed=args.seed,
+                               template=args.template)
+        samples = extract_samples(args.trees, config)
+    except (ConfigError, ExtractError) as exc:
+        return _fail(str(exc))
+    count = write_samples(samples, args.output)
+    terminal = sum(1 for s in samples if s.is_terminal)
+    print(json.dumps({"output": str(args.output), "trees": len(args.trees), "samples": count,
+                      "terminal": terminal, "positive": sum(1 for s in samples if s.value > 0),
+                      "negative": sum(1 for s in samples if s.value < 0)}))
+    return 0
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from value_model.config import ConfigError, ModelConfig, TrainConfig
+    from value_model.extract import ExtractError, read_samples
+
+    try:
+        samples = read_samples(args.samples)
+        train_config = TrainConfig(
+            epochs=args.epochs, batch_size=args.batch_size, grad_accumulation=args.grad_accum,
+            learning_rate=args.lr, head_learning_rate=args.head_lr, weight_decay=args.weight_decay,
+            warmup_ratio=args.warmup_ratio, eval_fraction=args.eval_fraction,
+            gradient_checkpointing=not args.no_gradient_checkpointing, checkpoint_every=args.checkpoint_every,
+            max_steps=args.max_steps, seed=args.seed, device=args.device, progress=True)
+    except (ConfigError, ExtractError) as exc:
+        return _fail(str(exc))
+    from value_model.model import ModelLoadError, resolve_backbone
+    from value_model.train import train_value_model
+
+    try:
+        model_config = ModelConfig(backbone=resolve_backbone(args.base), lora_r=args.lora_r,
+                                   lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
+                                   max_tokens=args.max_tokens, template=args.template)
+        result = train_value_model(samples, model_config, train_config, args.out, resume=not args.no_resume)
+    except (ConfigError, ModelLoadError, ValueError) as exc:
+        return _fail(str(exc))
+    last = result.history[-1]
+    print(json.dumps({"output": str(result.output_dir), "steps": result.steps,
+                      "train_samples": result.train_samples, "eval_samples": result.eval_samples,
+                      "resumed_from": result.resumed_from, "eval_mse": last.eval_mse,
+                      "eval_spearman": last.eval_spearman,
+                      "initial_eval_mse": result.history[0].eval_mse}))
+    return 0
+
+
+def run_score(args: argparse.Namespace) -> int:
+    records = []
+    try:
+        lines = args.states.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        return _fail(f"{args.states}: cannot read: {exc}")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            return _fail(f"{args.states}:{number}: invalid JSON: {exc}")
+        messages = record.get("messages") if isinstance(record, dict) else None
+        if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m
+                                                      for m in messages):
+            return _fail(f"{args.states}:{number}: needs 'messages': a list of {{role, content}}")
+        records.append(record)
+    from value_model.model import ModelLoadError
+    from value_model.scorer import ValueScorer
+
+    try:
+        scorer = ValueScorer.load(args.model, device=args.device, batch_size=args.batch_size, backbone=args.backbone)
+    except (ModelLoadError, ValueError) as exc:
+        return _fail(str(exc))
+    values = scorer.evaluate([r["messages"] for r in records])
+    out = args.output.open("w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        for index, (record, value) in enumerate(zip(records, values)):
+            echoed = {k: v for k, v in record.items() if k not in ("messages", "text", "value")}
+            if "value" in record:  # a labelled sample: keep its label next to the score
+                echoed["label"] = record["value"]
+            out.write(json.dumps({"index": index, **echoed, "value": value}) + "\n")
+    finally:
+        if args.output:
+            out.close()
+    return 0

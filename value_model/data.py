@@ -1,0 +1,76 @@
+"""Turning samples into batches: encoding through the shared truncation, length grouping, dynamic padding.
+
+Paths vary from a few hundred to thousands of tokens. Padding every batch to the longest path in the data
+would spend most of the compute on padding, so batches are cut from length-sorted runs (training shuffles
+within large chunks first, so batches still vary from epoch to epoch) and padded only to their own longest
+path. Padding is on the right and masked out of the mean pooling, so a path's value does not depend on
+what it was batched with.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from value_model.config import ModelConfig
+from value_model.extract import Sample
+from value_model.truncate import prepare_path
+
+__all__ = ["EncodedSample", "encode_samples", "length_grouped_batches", "sorted_batches", "collate"]
+
+#: Training shuffles, then sorts by length inside chunks of this many batches.
+_GROUP_CHUNK_BATCHES = 50
+
+
+@dataclass(frozen=True)
+class EncodedSample:
+    input_ids: tuple[int, ...]
+    value: float
+
+
+def encode_samples(samples: Sequence[Sample], tokenizer: Any, config: ModelConfig) -> list[EncodedSample]:
+    """Encode each sample's messages with ``prepare_path`` (the same truncation the scorer uses)."""
+    template = config.template.template()
+    return [EncodedSample(prepare_path(s.messages, tokenizer, config.max_tokens, template).input_ids, s.value)
+            for s in samples]
+
+
+def sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length, longest first (deterministic: used for scoring)."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def length_grouped_batches(lengths: Sequence[int], batch_size: int, rng: random.Random | None,
+                           group: bool = True) -> list[list[int]]:
+    """Training batches: shuffled (when ``rng``), then sorted by length inside chunks, then batch order shuffled.
+
+    ``group=False`` gives plain shuffled batches (for comparison benchmarks).
+    """
+    order = list(range(len(lengths)))
+    if rng is not None:
+        rng.shuffle(order)
+    if group:
+        chunk = batch_size * _GROUP_CHUNK_BATCHES
+        grouped = []
+        for start in range(0, len(order), chunk):
+            grouped.extend(sorted(order[start:start + chunk], key=lambda i: -lengths[i]))
+        order = grouped
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    if rng is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def collate(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad to the longest sequence of this batch → (input_ids [B, T], attention_mask [B, T])."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        ids[row, :len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+        mask[row, :len(sequence)] = 1
+    return ids, mask

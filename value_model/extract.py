@@ -1,0 +1,267 @@
+"""Training-set extraction: tree files → (path, Q) samples for the value model.
+
+Per tree, answer/terminal nodes with Q > 0 count as correct and Q < 0 as wrong (Q = value_sum / visits);
+nodes that ended in an infrastructure failure (sandbox timeout, dead runtime, memory limit, sandbox error)
+are skipped — they say nothing about the model's path. We sample at most 4 correct and 4 wrong terminals
+(at most 2 wrong when none is correct, so that hopeless trees do not flood the set with −1s), add every
+ancestor of each sampled node, label each node with its own Q, and de-duplicate identical paths across trees
+(their visits and value sums are pooled).
+
+Nodes are read as plain dicts with the paper's fields (``tag, depth, messages, is_terminal, visit_count,
+value_sum, value``) — tags "0", "0.1", "0.1.2" define the parents — so both the paper's files and ours
+(which add ``status``, ``final_answer``, ``reward``, ...) are read without importing the search package.
+A file holds a list of nodes, an object with a ``nodes`` list, or (``.jsonl``) one such tree per line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+from jupiter.prompts import Message, render_prompt
+from value_model.config import ConfigError, TemplateName
+
+__all__ = [
+    "ExtractError",
+    "ExtractConfig",
+    "Sample",
+    "INFRASTRUCTURE_STATUSES",
+    "read_trees",
+    "is_infrastructure_failure",
+    "node_q",
+    "select_tags",
+    "extract_samples",
+    "write_samples",
+    "read_samples",
+]
+
+log = logging.getLogger(__name__)
+
+#: ``status`` / ``exec_status`` / ``terminal`` values that mean the infrastructure failed, not the model.
+INFRASTRUCTURE_STATUSES = frozenset(
+    {"infrastructure", "timeout", "died", "memory_limit", "memory-limit", "sandbox_error", "sandbox-error",
+     "unresponsive", "lost"}
+)
+#: The paper's observations when its sandbox failed (its files store no status field).
+_PAPER_INFRA_OBSERVATIONS = ("Observation:\nCode execution failed with status:", "Observation:\nSandbox error:")
+
+
+class ExtractError(ValueError):
+    """A tree file is unusable; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class ExtractConfig:
+    max_correct: int = 4
+    max_wrong: int = 4
+    max_wrong_if_no_correct: int = 2
+    seed: int = 0
+    template: TemplateName = TemplateName.GEMMA
+
+    def __post_init__(self) -> None:
+        for name in ("max_correct", "max_wrong", "max_wrong_if_no_correct"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"ExtractConfig.{name}: must be an int >= 0, got {value!r}")
+        object.__setattr__(self, "template", TemplateName(self.template))
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One training example: a path (messages), its rendered text and its value label Q in [-1, 1]."""
+
+    messages: tuple[Message, ...]
+    text: str
+    value: float
+    visits: int
+    value_sum: float
+    sources: tuple[str, ...] = ()  # "file#tag" of every tree node that had this exact path
+    is_terminal: bool = False
+    depth: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": [dict(m) for m in self.messages], "text": self.text, "value": self.value,
+                "visits": self.visits, "value_sum": self.value_sum, "sources": list(self.sources),
+                "is_terminal": self.is_terminal, "depth": self.depth}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "sample") -> "Sample":
+        try:
+            messages = tuple(dict(m) for m in data["messages"])
+            value = float(data["value"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ExtractError(f"{where}: a sample needs 'messages' (list) and 'value' (number): {exc}") from exc
+        if not -1.0 <= value <= 1.0:
+            raise ExtractError(f"{where}: value {value} is outside [-1, 1]")
+        for message in messages:
+            if "role" not in message or "content" not in message:
+                raise ExtractError(f"{where}: every message needs 'role' and 'content'")
+        return cls(messages=messages, text=str(data.get("text", "")), value=value,
+                   visits=int(data.get("visits", 1)), value_sum=float(data.get("value_sum", value)),
+                   sources=tuple(data.get("sources", ())), is_terminal=bool(data.get("is_terminal", False)),
+                   depth=int(data.get("depth", 0)))
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+def read_trees(path: str | Path) -> Iterator[list[dict[str, Any]]]:
+    """Yield the node list of every tree in a file (JSON: one tree; JSONL: one tree per line)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ExtractError(f"{path}: cannot read: {exc}") from exc
+    if path.suffix == ".jsonl":
+        docs = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                docs.append((f"{path}:{number}", _loads(line, f"{path}:{number}")))
+    else:
+        docs = [(str(path), _loads(text, str(path)))]
+    for where, doc in docs:
+        nodes = doc.get("nodes") if isinstance(doc, dict) else doc
+        if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
+            raise ExtractError(f"{where}: expected a list of nodes or an object with a 'nodes' list")
+        for node in nodes:
+            missing = [k for k in ("tag", "messages", "visit_count", "value_sum") if k not in node]
+            if missing:
+                raise ExtractError(f"{where}: node {node.get('tag', '?')!r} lacks field(s) {missing}")
+        yield nodes
+
+
+def _loads(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ExtractError(f"{where}: invalid JSON: {exc}") from exc
+
+
+def node_q(node: dict[str, Any]) -> float | None:
+    """Q = value_sum / visit_count, or None for an unvisited node (it has no label)."""
+    visits = int(node.get("visit_count") or 0)
+    if visits <= 0:
+        return None
+    return float(node["value_sum"]) / visits
+
+
+def is_infrastructure_failure(node: dict[str, Any]) -> bool:
+    """True when the node ended because the sandbox failed (never the model's fault)."""
+    for key in ("status", "exec_status", "terminal", "terminal_reason"):
+        value = node.get(key)
+        if isinstance(value, str) and value.lower() in INFRASTRUCTURE_STATUSES:
+            return True
+    messages = node.get("messages") or []
+    if messages and messages[-1].get("role") == "user":
+        content = str(messages[-1].get("content", ""))
+        if content.startswith(_PAPER_INFRA_OBSERVATIONS):
+            return True
+    return False
+
+
+def _ancestors(tag: str) -> list[str]:
+    parts = tag.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def select_tags(nodes: Sequence[dict[str, Any]], config: ExtractConfig, rng: random.Random) -> list[str]:
+    """The tags to train on from one tree: sampled correct/wrong terminals plus all their ancestors."""
+    correct, wrong = [], []
+    for node in nodes:
+        if not node.get("is_terminal") or is_infrastructure_failure(node):
+            continue
+        q = node_q(node)
+        if q is None or q == 0:
+            continue
+        (correct if q > 0 else wrong).append(str(node["tag"]))
+    correct.sort(key=_tag_key)
+    wrong.sort(key=_tag_key)
+    wrong_cap = config.max_wrong if correct else config.max_wrong_if_no_correct
+    chosen = rng.sample(correct, min(len(correct), config.max_correct))
+    chosen += rng.sample(wrong, min(len(wrong), wrong_cap))
+    tags = set(chosen)
+    for tag in chosen:
+        tags.update(_ancestors(tag))
+    return sorted(tags, key=_tag_key)
+
+
+def _tag_key(tag: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in tag.split("."))
+
+
+@dataclass
+class _Pool:
+    messages: tuple[Message, ...]
+    text: str
+    visits: int = 0
+    value_sum: float = 0.0
+    sources: list[str] = field(default_factory=list)
+    is_terminal: bool = False
+    depth: int = 0
+
+
+def extract_samples(paths: Iterable[str | Path], config: ExtractConfig = ExtractConfig()) -> list[Sample]:
+    """Samples from every tree in ``paths``, de-duplicated by rendered text, in first-seen order.
+
+    Sampling is seeded per file (``seed`` and the file name), so the result does not depend on the order
+    the files are given in.
+    """
+    template = config.template.template()
+    pools: dict[str, _Pool] = {}
+    for path in paths:
+        path = Path(path)
+        for index, nodes in enumerate(read_trees(path)):
+            rng = random.Random(f"{config.seed}:{path.name}:{index}")
+            by_tag = {str(n["tag"]): n for n in nodes}
+            for tag in select_tags(nodes, config, rng):
+                node = by_tag.get(tag)
+                if node is None:
+                    log.warning("%s: ancestor %s of a sampled node is missing; skipped", path, tag)
+                    continue
+                if node_q(node) is None:
+                    continue
+                messages = tuple(dict(m) for m in node["messages"])
+                text = render_prompt(messages, template)
+                pool = pools.setdefault(text, _Pool(messages=messages, text=text,
+                                                     depth=int(node.get("depth", tag.count(".")))))
+                pool.visits += int(node["visit_count"])
+                pool.value_sum += float(node["value_sum"])
+                pool.sources.append(f"{path.name}#{tag}" if index == 0 else f"{path.name}:{index}#{tag}")
+                pool.is_terminal = pool.is_terminal or bool(node.get("is_terminal"))
+    return [
+        Sample(messages=p.messages, text=p.text, value=max(-1.0, min(1.0, p.value_sum / p.visits)),
+               visits=p.visits, value_sum=p.value_sum, sources=tuple(p.sources), is_terminal=p.is_terminal,
+               depth=p.depth)
+        for p in pools.values()
+    ]
+
+
+def write_samples(samples: Iterable[Sample], path: str | Path) -> int:
+    """Write samples as JSONL (one object per line); returns how many were written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with path.open("w", encoding="utf-8") as handle:
+        for sample in samples:
+            handle.write(json.dumps(sample.to_dict(), ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def read_samples(path: str | Path) -> list[Sample]:
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ExtractError(f"{path}: cannot read: {exc}") from exc
+    samples = []
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            samples.append(Sample.from_dict(_loads(line, f"{path}:{number}"), f"{path}:{number}"))
+    if not samples:
+        raise ExtractError(f"{path}: no samples")
+    return samples

@@ -1,0 +1,228 @@
+"""The value model: a causal-LM backbone with LoRA adapters and a small value head on top.
+
+value(path) = tanh(w · dropout(mean of the backbone's last hidden states over the path's real tokens) + b)
+
+The head is its own module wrapped around the backbone (as TRL's value head is), not a subclass of it, so
+any Hugging Face causal LM works and the base weights stay untouched and frozen. Pooling and the head run in
+fp32 for numerical stability even when the backbone runs in bf16. Only the decoder stack is called, never
+the LM head: logits over a 262k-token vocabulary would cost more memory than the whole forward pass.
+
+On disk (``ValueModel.save``): ``value_config.json`` (``ModelConfig``), ``adapter/`` (peft LoRA adapter,
+safetensors) and ``value_head.safetensors``. Loading needs only this module, never the training code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from value_model.config import ConfigError, ModelConfig
+
+__all__ = [
+    "ValueHead",
+    "ValueModel",
+    "ModelLoadError",
+    "resolve_backbone",
+    "load_tokenizer",
+    "pick_device",
+    "pick_dtype",
+    "CONFIG_FILE",
+    "HEAD_FILE",
+    "ADAPTER_DIR",
+]
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE = "value_config.json"
+HEAD_FILE = "value_head.safetensors"
+ADAPTER_DIR = "adapter"
+FORMAT_VERSION = 1
+
+
+class ModelLoadError(RuntimeError):
+    """A value model or its backbone cannot be loaded; the message names the path."""
+
+
+def resolve_backbone(name: str | Path) -> str:
+    """``"default"`` → the cached folder of the embedded Gemma 3 270M; anything else is returned as is."""
+    if str(name) == "default":
+        from jupiter.default_model import ensure_default_model
+
+        return str(ensure_default_model())
+    return str(name)
+
+
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def pick_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on GPU (fast, and what these backbones are trained in); fp32 on CPU (bf16 matmuls are slow there)."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def load_tokenizer(backbone: str) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(backbone)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load the tokenizer of backbone {backbone!r}: {exc}") from exc
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+class ValueHead(nn.Module):
+    """dropout → linear(hidden → 1) → tanh, in fp32. Small Gaussian init: an untrained head says ≈ 0."""
+
+    def __init__(self, hidden_size: int, dropout: float = 0.1, init_std: float = 1e-3) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.linear = nn.Linear(hidden_size, 1, dtype=torch.float32)
+        nn.init.normal_(self.linear.weight, mean=0.0, std=init_std)
+        nn.init.zeros_(self.linear.bias)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        """pooled: [batch, hidden] → values [batch] in (-1, 1), fp32."""
+        return torch.tanh(self.linear(self.dropout(pooled.float()))).squeeze(-1)
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``hidden`` [B, T, H] over the real tokens (mask 1) → [B, H] in fp32 (padding never counts)."""
+    mask = attention_mask.to(torch.float32).unsqueeze(-1)
+    summed = (hidden.to(torch.float32) * mask).sum(dim=1)
+    return summed / mask.sum(dim=1).clamp(min=1.0)
+
+
+class ValueModel(nn.Module):
+    """LoRA-adapted backbone + ``ValueHead``. ``forward(input_ids, attention_mask) -> values [B]`` (fp32)."""
+
+    def __init__(self, lm: nn.Module, peft_model: nn.Module, head: ValueHead, config: ModelConfig) -> None:
+        super().__init__()
+        self.peft_model = peft_model  # owns the LoRA-injected backbone (registered for .to() / .parameters())
+        self.head = head
+        self.config = config
+        decoder = lm.get_decoder() if hasattr(lm, "get_decoder") else None
+        if decoder is None:
+            decoder = getattr(lm, "model", None)
+        if decoder is None:
+            raise ModelLoadError(f"backbone {config.backbone!r}: cannot find its decoder stack")
+        self._decoder = [decoder]  # a list: not registered twice as a submodule
+        self._lm = [lm]
+
+    @property
+    def decoder(self) -> nn.Module:
+        return self._decoder[0]
+
+    @property
+    def lm(self) -> nn.Module:
+        return self._lm[0]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        return self.head(mean_pool(out.last_hidden_state, attention_mask))
+
+    # ---------------------------------------------------------------- building
+
+    @classmethod
+    def create(cls, config: ModelConfig, device: str | torch.device | None = None,
+               dtype: torch.dtype | None = None) -> "ValueModel":
+        """A fresh model: the backbone from ``config.backbone``, new LoRA adapters, a new head."""
+        from peft import LoraConfig, get_peft_model
+
+        device = pick_device(device)
+        lm = _load_backbone(config.backbone, dtype or pick_dtype(device))
+        lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                          target_modules=list(config.lora_targets), bias="none",
+                          layers_to_transform=None if config.lora_layers is None else list(config.lora_layers))
+        try:
+            peft_model = get_peft_model(lm, lora)
+        except ValueError as exc:
+            raise ConfigError(f"ModelConfig.lora_targets: {exc}") from exc
+        head = ValueHead(lm.config.hidden_size, config.head_dropout, config.head_init_std)
+        return cls(lm, peft_model, head, config).to(device)
+
+    @classmethod
+    def load(cls, directory: str | Path, backbone: str | None = None, device: str | torch.device | None = None,
+             dtype: torch.dtype | None = None, trainable: bool = False) -> "ValueModel":
+        """Load a saved model. ``backbone`` overrides the path stored in its config (e.g. on another machine)."""
+        from peft import PeftModel
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        config = read_config(directory)
+        if backbone is not None:
+            config = ModelConfig.from_dict({**config.to_dict(), "backbone": resolve_backbone(backbone)})
+        device = pick_device(device)
+        lm = _load_backbone(config.backbone, dtype or pick_dtype(device))
+        adapter = directory / ADAPTER_DIR
+        if not (adapter / "adapter_config.json").is_file():
+            raise ModelLoadError(f"{adapter}: no LoRA adapter here (adapter_config.json missing)")
+        peft_model = PeftModel.from_pretrained(lm, str(adapter), is_trainable=trainable)
+        head = ValueHead(lm.config.hidden_size, config.head_dropout, config.head_init_std)
+        head_file = directory / HEAD_FILE
+        if not head_file.is_file():
+            raise ModelLoadError(f"{head_file}: value head weights missing")
+        head.load_state_dict(_strip(load_file(str(head_file)), "value_head."))
+        model = cls(lm, peft_model, head, config).to(device)
+        if not trainable:
+            model.eval()
+        return model
+
+    def save(self, directory: str | Path) -> Path:
+        """Write adapter + head + config (safetensors/JSON) into ``directory``; returns it."""
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.peft_model.save_pretrained(str(directory / ADAPTER_DIR), safe_serialization=True)
+        state = {f"value_head.{k}": v.detach().to("cpu", torch.float32).contiguous()
+                 for k, v in self.head.state_dict().items()}
+        save_file(state, str(directory / HEAD_FILE))
+        data = {"format_version": FORMAT_VERSION, **self.config.to_dict()}
+        (directory / CONFIG_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        return directory
+
+    def trainable_named_parameters(self) -> list[tuple[str, nn.Parameter]]:
+        return [(n, p) for n, p in self.named_parameters() if p.requires_grad]
+
+
+def read_config(directory: str | Path) -> ModelConfig:
+    path = Path(directory) / CONFIG_FILE
+    if not path.is_file():
+        raise ModelLoadError(f"{path}: not a value model folder ({CONFIG_FILE} missing)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ModelLoadError(f"{path}: invalid JSON: {exc}") from exc
+    version = data.get("format_version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise ModelLoadError(f"{path}: format_version {version} is not supported (expected {FORMAT_VERSION})")
+    try:
+        return ModelConfig.from_dict(data)
+    except (ConfigError, TypeError) as exc:
+        raise ModelLoadError(f"{path}: {exc}") from exc
+
+
+def _load_backbone(backbone: str, dtype: torch.dtype) -> nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    try:
+        lm = AutoModelForCausalLM.from_pretrained(backbone, dtype=dtype)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load backbone {backbone!r}: {exc}") from exc
+    for parameter in lm.parameters():
+        parameter.requires_grad_(False)
+    return lm
+
+
+def _strip(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in state.items()}

@@ -1,0 +1,273 @@
+"""Training the value model: LoRA + head regression of Q on paths, with resumable checkpoints.
+
+Loss: mean squared error between the predicted value and the sample's Q. AdamW over the LoRA and head
+parameters only (the backbone stays frozen), linear warm-up then linear decay, gradient accumulation,
+gradient clipping, length-grouped batches with per-batch padding, optional gradient checkpointing. Every
+epoch ends with an evaluation on the held-out split (MSE and Spearman), logged and written to
+``<out>/metrics.json``; the run before any step is evaluated too (epoch 0), so the gain is visible.
+
+Checkpoints (``<out>/checkpoints/step-N/``) hold the adapter, the head, the optimizer, the scheduler, the
+RNG state and the position in the epoch; a rerun with the same output folder resumes from the latest one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from value_model.config import ModelConfig, TrainConfig
+from value_model.data import EncodedSample, collate, encode_samples, length_grouped_batches, sorted_batches
+from value_model.extract import Sample
+from value_model.metrics import mse, spearman
+from value_model.model import ADAPTER_DIR, HEAD_FILE, ValueModel, load_tokenizer, pick_device
+
+__all__ = ["EpochMetrics", "TrainResult", "split_samples", "evaluate_encoded", "train_value_model",
+           "latest_checkpoint"]
+
+log = logging.getLogger(__name__)
+
+_STATE_FILE = "trainer_state.pt"
+_CHECKPOINT = re.compile(r"^step-(\d+)$")
+
+
+@dataclass(frozen=True)
+class EpochMetrics:
+    epoch: int  # 0: before training
+    step: int  # optimizer steps done
+    train_loss: float | None  # mean training MSE over the epoch (None for epoch 0)
+    eval_mse: float | None  # None without a held-out split
+    eval_spearman: float | None
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    output_dir: Path
+    history: tuple[EpochMetrics, ...]
+    steps: int
+    train_samples: int
+    eval_samples: int
+    resumed_from: int | None  # optimizer step of the checkpoint resumed from
+
+
+def split_samples(samples: Sequence[Sample], eval_fraction: float, seed: int) -> tuple[list[Sample], list[Sample]]:
+    """Seeded split into (train, held-out). At least 2 held-out samples when a fraction is asked for."""
+    order = list(range(len(samples)))
+    random.Random(f"split:{seed}").shuffle(order)
+    n_eval = 0 if eval_fraction == 0 else max(2, round(eval_fraction * len(samples)))
+    if n_eval >= len(samples):
+        raise ValueError(f"TrainConfig.eval_fraction: {len(samples)} samples are too few to hold out {n_eval}")
+    held = sorted(order[:n_eval])
+    train = sorted(order[n_eval:])
+    return [samples[i] for i in train], [samples[i] for i in held]
+
+
+@torch.inference_mode()
+def evaluate_encoded(model: ValueModel, encoded: Sequence[EncodedSample], batch_size: int, pad_id: int,
+                     device: torch.device) -> list[float]:
+    """Predictions for encoded samples, in input order (eval mode, length-sorted batches)."""
+    was_training = model.training
+    model.eval()
+    predictions = [0.0] * len(encoded)
+    for batch in sorted_batches([len(e.input_ids) for e in encoded], batch_size):
+        ids, mask = collate([encoded[i].input_ids for i in batch], pad_id)
+        values = model(ids.to(device), mask.to(device)).float().cpu().tolist()
+        for i, v in zip(batch, values):
+            predictions[i] = float(v)
+    model.train(was_training)
+    return predictions
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    root = Path(output_dir) / "checkpoints"
+    if not root.is_dir():
+        return None
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _CHECKPOINT.match(p.name))
+             and (p / _STATE_FILE).is_file()]
+    return max(found)[1] if found else None
+
+
+def train_value_model(samples: Sequence[Sample], model_config: ModelConfig, config: TrainConfig,
+                      output_dir: str | Path, resume: bool = True, model: ValueModel | None = None) -> TrainResult:
+    """Train on ``samples`` and save the final model into ``output_dir`` (loadable by ``ValueScorer``).
+
+    ``model``: train this (already built, on ``config.device``) model in place instead of a fresh one from
+    ``model_config`` — to continue training a loaded model, or to inspect the weights afterwards.
+    Side effects: writes checkpoints and ``metrics.json`` under ``output_dir``; uses ``config.device``.
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    device = pick_device(config.device)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(config.seed)
+        return _train(samples, model_config, config, output_dir, device, resume, model)
+
+
+def _train(samples: Sequence[Sample], model_config: ModelConfig, config: TrainConfig, output_dir: Path,
+           device: torch.device, resume: bool, model: ValueModel | None) -> TrainResult:
+    from tqdm.auto import tqdm
+
+    train_set, eval_set = split_samples(samples, config.eval_fraction, config.seed)
+    tokenizer = load_tokenizer(model_config.backbone)
+    pad_id = int(tokenizer.pad_token_id)
+    train_enc = encode_samples(train_set, tokenizer, model_config)
+    eval_enc = encode_samples(eval_set, tokenizer, model_config)
+    lengths = [len(e.input_ids) for e in train_enc]
+    log.info("value training: %d train / %d held-out samples, mean %.0f tokens, max %d", len(train_enc),
+             len(eval_enc), sum(lengths) / max(1, len(lengths)), max(lengths, default=0))
+
+    if model is None:
+        model = ValueModel.create(model_config, device=device)
+    if config.gradient_checkpointing:
+        # use_reentrant=False and input grads: without them checkpointed blocks give LoRA no gradient.
+        model.lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.lm.enable_input_require_grads()
+    model.train()
+    optimizer = _optimizer(model, config)
+    batches_per_epoch = math.ceil(len(train_enc) / config.batch_size)
+    steps_per_epoch = math.ceil(batches_per_epoch / config.grad_accumulation)
+    total_steps = steps_per_epoch * config.epochs
+    if config.max_steps:
+        total_steps = min(total_steps, config.max_steps)
+    warmup = int(round(config.warmup_ratio * total_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, warmup, total_steps))
+
+    step, start_epoch, start_batch, history, resumed_from = 0, 0, 0, [], None
+    checkpoint = latest_checkpoint(output_dir) if resume else None
+    if checkpoint is not None:
+        step, start_epoch, start_batch, history = _restore(checkpoint, model, optimizer, scheduler)
+        resumed_from = step
+        log.warning("resuming value training from %s (step %d, epoch %d)", checkpoint, step, start_epoch + 1)
+    if not history:
+        history.append(_epoch_metrics(model, eval_enc, config, pad_id, device, 0, 0, None))
+
+    bar = tqdm(total=total_steps, initial=step, desc="value training", unit="step", disable=not config.progress)
+    done = config.max_steps and step >= config.max_steps
+    for epoch in range(start_epoch, config.epochs):
+        if done:
+            break
+        rng = random.Random(f"{config.seed}:epoch:{epoch}")
+        batches = length_grouped_batches(lengths, config.batch_size, rng, group=config.length_grouping)
+        losses, pending, resume_at = [], 0, (epoch + 1, 0)
+        first = start_batch if epoch == start_epoch else 0
+        for index in range(first, len(batches)):
+            ids, mask = collate([train_enc[i].input_ids for i in batches[index]], pad_id)
+            targets = torch.tensor([train_enc[i].value for i in batches[index]], dtype=torch.float32, device=device)
+            predictions = model(ids.to(device), mask.to(device))
+            loss = torch.nn.functional.mse_loss(predictions, targets)
+            (loss / config.grad_accumulation).backward()
+            losses.append(float(loss.detach()))
+            pending += 1
+            if pending < config.grad_accumulation and index + 1 < len(batches):
+                continue
+            torch.nn.utils.clip_grad_norm_([p for _, p in model.trainable_named_parameters()], config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            pending = 0
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{sum(losses) / len(losses):.4f}")
+            if config.max_steps and step >= config.max_steps:
+                done = True
+            if config.checkpoint_every and step % config.checkpoint_every == 0 and index + 1 < len(batches) \
+                    and not done:
+                _save_checkpoint(output_dir, model, optimizer, scheduler, step, epoch, index + 1, history)
+            if done:
+                if index + 1 < len(batches):
+                    resume_at = (epoch, index + 1)  # stopped mid-epoch: a rerun goes on from the next batch
+                break
+        train_loss = sum(losses) / len(losses) if losses else None
+        history.append(_epoch_metrics(model, eval_enc, config, pad_id, device, epoch + 1, step, train_loss))
+        _save_checkpoint(output_dir, model, optimizer, scheduler, step, *resume_at, history)
+    bar.close()
+
+    model.save(output_dir)
+    metrics = {"history": [asdict(h) for h in history], "train_samples": len(train_enc),
+               "eval_samples": len(eval_enc), "steps": step, "train_config": config.to_dict()}
+    (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    return TrainResult(output_dir=output_dir, history=tuple(history), steps=step, train_samples=len(train_enc),
+                       eval_samples=len(eval_enc), resumed_from=resumed_from)
+
+
+def _lr_factor(step: int, warmup: int, total: int) -> float:
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def _optimizer(model: ValueModel, config: TrainConfig) -> torch.optim.Optimizer:
+    decay, no_decay, head = [], [], []
+    for name, parameter in model.trainable_named_parameters():
+        if name.startswith("head."):
+            head.append(parameter)
+        elif parameter.ndim < 2:
+            no_decay.append(parameter)
+        else:
+            decay.append(parameter)
+    groups = [{"params": decay, "weight_decay": config.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0},
+              {"params": head, "weight_decay": 0.0, "lr": config.head_learning_rate or config.learning_rate}]
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=config.learning_rate)
+
+
+def _epoch_metrics(model: ValueModel, eval_enc: Sequence[EncodedSample], config: TrainConfig, pad_id: int,
+                   device: torch.device, epoch: int, step: int, train_loss: float | None) -> EpochMetrics:
+    if not eval_enc:
+        metrics = EpochMetrics(epoch, step, train_loss, None, None)
+    else:
+        predictions = evaluate_encoded(model, eval_enc, config.batch_size, pad_id, device)
+        targets = [e.value for e in eval_enc]
+        metrics = EpochMetrics(epoch, step, train_loss, mse(predictions, targets),
+                               spearman(predictions, targets) if len(targets) > 1 else None)
+    log.warning("value epoch %d (step %d): train loss %s, held-out MSE %s, Spearman %s", epoch, step,
+                _fmt(metrics.train_loss), _fmt(metrics.eval_mse), _fmt(metrics.eval_spearman))
+    return metrics
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _save_checkpoint(output_dir: Path, model: ValueModel, optimizer: torch.optim.Optimizer, scheduler,
+                     step: int, epoch: int, batch: int, history: list[EpochMetrics]) -> Path:
+    root = output_dir / "checkpoints"
+    target = root / f"step-{step:06d}"
+    work = root / f".tmp-step-{step:06d}"
+    if work.exists():
+        shutil.rmtree(work)
+    model.save(work)
+    torch.save({"step": step, "epoch": epoch, "batch": batch, "history": [asdict(h) for h in history],
+                "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "torch_rng": torch.get_rng_state()}, work / _STATE_FILE)
+    if target.exists():
+        shutil.rmtree(target)
+    work.rename(target)  # a checkpoint appears whole or not at all
+    for old in root.iterdir():  # keep only the newest one: adapters are small, but optimizer state is not
+        if old != target and _CHECKPOINT.match(old.name):
+            shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def _restore(checkpoint: Path, model: ValueModel, optimizer: torch.optim.Optimizer, scheduler
+             ) -> tuple[int, int, int, list[EpochMetrics]]:
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    set_peft_model_state_dict(model.peft_model, load_file(str(checkpoint / ADAPTER_DIR / "adapter_model.safetensors")))
+    head = load_file(str(checkpoint / HEAD_FILE))
+    model.head.load_state_dict({k[len("value_head."):]: v for k, v in head.items()})
+    state = torch.load(checkpoint / _STATE_FILE, map_location="cpu", weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["torch_rng"])
+    history = [EpochMetrics(**h) for h in state["history"]]
+    return int(state["step"]), int(state["epoch"]), int(state["batch"]), history
