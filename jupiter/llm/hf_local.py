@@ -19,7 +19,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessor, LogitsProcessorList
@@ -59,7 +59,9 @@ class HfConfig:
         if self.dtype not in _DTYPES:
             raise PolicySpecError(f"HfConfig.dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
         if self.model_dir is not None and not (Path(self.model_dir) / "config.json").is_file():
-            raise PolicySpecError(f"HfConfig.model_dir {self.model_dir} is not a Hugging Face model folder (no config.json)")
+            raise PolicySpecError(
+                f"HfConfig.model_dir {self.model_dir} is not a Hugging Face model folder (no config.json)"
+            )
         if self.template is not None:
             template_by_name(self.template)
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
@@ -141,7 +143,8 @@ class HfPolicy(BasePolicy):
         self.tokenizer.padding_side = "left"
         self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=_DTYPES[config.dtype]).eval()
         self._template = template_by_name(config.template) if config.template else None
-        self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        pad = self.tokenizer.pad_token_id
+        self._pad_id = pad if pad is not None else self.tokenizer.eos_token_id
         self._end_ids = self._end_token_ids()
 
     def _end_token_ids(self) -> list[int]:

@@ -236,7 +236,9 @@ class HttpPolicy(BasePolicy):
             try:
                 body = response.json()
             except ValueError:
-                raise PolicyResponseError(f"{url} returned a response that is not JSON: {response.text[:200]!r}") from None
+                raise PolicyResponseError(
+                    f"{url} returned a response that is not JSON: {response.text[:200]!r}"
+                ) from None
             if not isinstance(body, dict):
                 raise PolicyResponseError(f"{url} returned JSON that is not an object: {str(body)[:200]}")
             return body

@@ -73,7 +73,9 @@ class ReplayPolicy(BasePolicy):
         cycle_across_calls: bool = False,
     ) -> None:
         super().__init__()
-        self.rules: tuple[ReplayRule, ...] = tuple(r if isinstance(r, ReplayRule) else _rule(r, i) for i, r in enumerate(rules))
+        self.rules: tuple[ReplayRule, ...] = tuple(
+            r if isinstance(r, ReplayRule) else _rule(r, i) for i, r in enumerate(rules)
+        )
         self.default = ReplayRule(match="", replies=default, logprobs=default_logprobs)
         self.cycle_across_calls = bool(cycle_across_calls)
         self._positions: dict[int, int] = {}

@@ -130,7 +130,10 @@ class ScriptedOpenAI:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=lambda: self._server.serve_forever(poll_interval=0.05), name="scripted-openai", daemon=True)
+        server = self._server
+        self._thread = threading.Thread(
+            target=lambda: server.serve_forever(poll_interval=0.05), name="scripted-openai", daemon=True
+        )
         self._thread.start()
         return self
 
