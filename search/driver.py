@@ -57,10 +57,11 @@ class _Request:
 class _TreeRun:
     """The driver's bookkeeping for one tree (private; lives only inside ``solve_many``)."""
 
-    def __init__(self, index: int, task: Task, seed: int) -> None:
+    def __init__(self, task: Task, seed: int) -> None:
         self.task = task
         self.tree = Tree(task)
-        self.rng = random.Random(f"{seed}:{index}:{task.id}")
+        self.rng = random.Random(f"{seed}:{task.id}")  # per task, not per position: reruns that skip finished
+        # tasks break ties the same way
         self.stats = SearchStats()
         self.started = time.perf_counter()
         self.sandbox: Any = None
@@ -307,9 +308,11 @@ def solve_many(
     sandbox is closed when that tree finishes. Per step: one policy call for all pending expansions of all
     active trees, cells on at most ``config.max_concurrent_cells`` threads, one value call. Results come in
     finishing order. Randomness: each tree's tie-breaking RNG and the per-call sampling seeds derive from
-    ``seed`` (no global random state). Stopping the iterator early closes the open sandboxes.
+    ``seed`` (no global random state). Stopping the iterator early closes the open sandboxes. An exception
+    from the policy or the value model propagates (the trees in flight are lost; their sandboxes are closed);
+    a sandbox that fails to open ends only its own tree, with ``SearchResult.error`` set.
     """
-    queue = iter(enumerate(tasks))
+    queue = iter(tasks)
     active: list[_TreeRun] = []
     count_tokens = getattr(policy, "count_tokens", None)
     count_tokens = count_tokens if callable(count_tokens) else None
@@ -323,7 +326,7 @@ def solve_many(
                 item = next(queue, None)
                 if item is None:
                     break
-                admitted.append(_TreeRun(item[0], item[1], seed))
+                admitted.append(_TreeRun(item, seed))
             list(pool.map(lambda r: _open(r, sandbox_factory, config), admitted))
             active.extend(admitted)
             if not active:
