@@ -77,3 +77,44 @@ def test_rpg_counts_missing_tasks_as_zero():
     values = {"a": 0.75, "b": 1.0}  # c has no result
     assert normalized_performance(0.75, specs[0]) == pytest.approx(0.5)
     assert rpg(values, specs) == pytest.approx((0.5 + 0.75 + 0.0) / 3)
+
+
+def synthetic_answers(spec: DsbenchSpec, rows: int = 60) -> pd.DataFrame:
+    """A small answers file of the right kind for the spec's metric (first column: id)."""
+    import zlib
+
+    import numpy as np
+
+    rng = np.random.default_rng(zlib.crc32(spec.name.encode()))
+    ids = np.arange(1000, 1000 + rows)
+    metric = METRICS[spec.metric]
+    if metric.kind.value == "frame":
+        if spec.metric in ("mean_column_auc", "multiclass_log_loss"):
+            classes = rng.integers(0, 3, rows)
+            classes[:3] = [0, 1, 2]
+            onehot = np.eye(3)[classes]
+            return pd.DataFrame({"id": ids, "a": onehot[:, 0], "b": onehot[:, 1], "c": onehot[:, 2]})
+        return pd.DataFrame({"id": ids, "a": rng.random(rows) * 5, "b": rng.random(rows) * 3, "c": rng.random(rows)})
+    col = spec.value_col or "target"
+    if spec.metric in ("roc_auc", "normalized_gini", "f1", "log_loss"):
+        values = rng.integers(0, 2, rows)
+        values[:2] = [0, 1]
+    elif spec.metric in ("accuracy", "f1_macro", "f1_micro", "quadratic_weighted_kappa"):
+        values = rng.integers(0, 4, rows)
+    elif spec.metric in ("word_jaccard",):
+        values = [f"word{i} other{i % 3}" for i in range(rows)]
+    elif spec.metric == "map_at_3":
+        values = [f"class_{i % 5}" for i in range(rows)]
+    else:
+        values = rng.random(rows) * 10 + 0.5
+    return pd.DataFrame({"id": ids, col: values})
+
+
+def test_perfect_submission_reaches_gt_on_every_official_task(bench_shared):
+    """Scoring the answers against themselves gives each task's official g (so RPG's scale is right)."""
+    for spec in load_specs(bench_shared / "dsbench" / "tasks.json"):
+        answers = synthetic_answers(spec)
+        score = score_submission(spec, answers, answers.sample(frac=1.0, random_state=0))
+        assert score.ok, (spec.name, score.error)
+        assert score.value == pytest.approx(spec.gt, abs=1e-6), spec.name
+        assert score.normalized == pytest.approx(1.0, abs=1e-6), spec.name
