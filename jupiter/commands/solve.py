@@ -106,8 +106,8 @@ def _out_dir(args: argparse.Namespace, task_id: str) -> Path:
     return Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def write_outputs(result: Any, out: Path) -> dict[str, Path]:
-    """Write result.json, tree.json, solution.ipynb and tree.html into ``out``; returns their paths."""
+def write_outputs(result: Any, out: Path, extra: dict[str, Any] | None = None) -> dict[str, Path]:
+    """Write result.json (plus ``extra`` keys), tree.json, solution.ipynb and tree.html into ``out``."""
     import nbformat
 
     from search.export import path_notebook
@@ -116,7 +116,8 @@ def write_outputs(result: Any, out: Path) -> dict[str, Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / name for name in ("result.json", "tree.json", "solution.ipynb", "tree.html")}
-    paths["result.json"].write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n",
+    record = dict(result.to_dict(), **(extra or {}))
+    paths["result.json"].write_text(json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n",
                                     encoding="utf-8")
     save_tree(result.tree, paths["tree.json"])
     notebook = path_notebook(result.tree, result.chosen_tag)
@@ -127,6 +128,17 @@ def write_outputs(result: Any, out: Path) -> dict[str, Path]:
     paths["tree.html"].write_text(render_tree_html(result.tree, result.task_id, result.chosen_tag, summary),
                                   encoding="utf-8")
     return paths
+
+
+def _policy_stats(policy: Any) -> dict[str, Any] | None:
+    stats = getattr(policy, "stats", None)
+    if not callable(stats):
+        return None
+    value = stats()
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    return dict(vars(value)) if hasattr(value, "__dict__") else {"stats": str(value)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -157,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         with Sandbox(SandboxConfig(timeout_s=config.cell_timeout)) as sandbox:
             result = run_search(task, policy, sandbox, config, value=value, seed=args.seed, on_step=progress)
             result.notes.extend(notes)
-            paths = write_outputs(result, out)
+            paths = write_outputs(result, out, {"llm": args.llm, "policy_stats": _policy_stats(policy)})
     except PolicyError as exc:
         return _fail(f"the policy failed: {exc}")
     finally:
