@@ -4,8 +4,9 @@ Why sharded search: GitHub returns at most 1,000 results per query. We add a ``s
 split the byte range in two whenever a shard reports more results than that, until each shard fits (a shard
 of a single size that still overflows is kept and logged — the only place results can be lost).
 
-Everything is resumable: ``state.json`` holds the pending shards and the next page of the current one
-(written after every page), ``candidates.jsonl`` the notebooks found, ``repos.jsonl`` repository metadata
+Several queries (``read_csv``, ``read_excel``, ...) can feed one output folder; their hits are merged.
+Everything is resumable: ``search/<query hash>.json`` holds one query's pending shards and the next page of
+its current shard (written after every page), ``candidates.jsonl`` the notebooks found, ``repos.jsonl`` repository metadata
 and ``notebooks.jsonl`` the downloaded notebooks. Files are stored under ``files/<owner>__<repo>/<path>``,
 mirroring the repository so that a notebook's relative data paths resolve on disk. Its records carry
 ``repo, path, local_path`` — the input the ``filter`` stage reads.
@@ -13,6 +14,7 @@ mirroring the repository so that a notebook's relative data paths resolve on dis
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -27,7 +29,7 @@ from nbqa_pipeline.github import GitHubClient, GitHubError
 from nbqa_pipeline.jsonl import append_jsonl, finished_ids, read_jsonl
 from nbqa_pipeline.notebook import NotebookError, parse_notebook
 
-__all__ = ["CrawlConfig", "CrawlReport", "crawl", "search_notebooks", "download_notebooks", "repo_slug"]
+__all__ = ["CrawlConfig", "CrawlReport", "crawl", "search_notebooks", "download_notebooks", "repo_slug", "state_path"]
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ log = logging.getLogger(__name__)
 class CrawlConfig:
     """What to search for and how much to fetch."""
 
-    query: str = "read_csv extension:ipynb"
+    queries: tuple[str, ...] = ("read_csv extension:ipynb",)
     min_size: int = 1000  # bytes; the size qualifier GitHub search understands
     max_size: int = 2_000_000
     per_page: int = 100  # GitHub's maximum for code search
@@ -45,8 +47,11 @@ class CrawlConfig:
     max_data_bytes: int = 20 * 2**20
 
     def __post_init__(self) -> None:
-        if "size:" in self.query:
-            raise ValueError("CrawlConfig.query must not contain a size: qualifier (the crawler shards on size)")
+        if not self.queries:
+            raise ValueError("CrawlConfig.queries is empty")
+        for query in self.queries:
+            if "size:" in query:
+                raise ValueError(f"CrawlConfig.queries: {query!r} has a size: qualifier (the crawler shards on size)")
         if not 0 <= self.min_size <= self.max_size:
             raise ValueError(f"CrawlConfig.min_size/max_size: need 0 <= {self.min_size} <= {self.max_size}")
         if not 1 <= self.per_page <= 100:
@@ -70,17 +75,20 @@ def repo_slug(full_name: str) -> str:
     return full_name.replace("/", "__")
 
 
-def _load_state(path: Path, config: CrawlConfig) -> dict[str, Any]:
+def state_path(out_dir: Path, query: str) -> Path:
+    """Where the search state of ``query`` lives."""
+    return out_dir / "search" / (hashlib.sha1(query.encode()).hexdigest()[:16] + ".json")
+
+
+def _load_state(path: Path, query: str, config: CrawlConfig) -> dict[str, Any]:
     if path.exists():
-        state = json.loads(path.read_text())
-        if state.get("query") == config.query:
-            return state
-        log.warning("%s: state is for query %r; starting a new search", path, state.get("query"))
-    return {"query": config.query, "pending": [[config.min_size, config.max_size]], "current": None,
+        return json.loads(path.read_text())
+    return {"query": query, "pending": [[config.min_size, config.max_size]], "current": None,
             "searched": 0, "overflowing": 0, "done": False}
 
 
 def _save_state(path: Path, state: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(state))
     os.replace(tmp, path)
@@ -93,10 +101,12 @@ def _item_record(item: dict[str, Any]) -> dict[str, Any]:
             "sha": item.get("sha"), "html_url": item.get("html_url")}
 
 
-def search_notebooks(client: GitHubClient, out_dir: Path, config: CrawlConfig) -> dict[str, Any]:
-    """Run (or resume) the sharded code search; append new hits to ``candidates.jsonl``. Returns the state."""
-    state_file, cand_file = out_dir / "state.json", out_dir / "candidates.jsonl"
-    state = _load_state(state_file, config)
+def search_notebooks(client: GitHubClient, out_dir: Path, query: str, config: CrawlConfig) -> dict[str, Any]:
+    """Run (or resume) the sharded code search of ``query``; append new hits to ``candidates.jsonl``.
+
+    Returns the query's final state."""
+    state_file, cand_file = state_path(out_dir, query), out_dir / "candidates.jsonl"
+    state = _load_state(state_file, query, config)
     seen = finished_ids(cand_file)
     while not state["done"]:
         if state["current"] is None:
@@ -110,7 +120,7 @@ def search_notebooks(client: GitHubClient, out_dir: Path, config: CrawlConfig) -
         if shard["next"]:
             response = client.get(shard["next"])
         else:
-            params = {"q": f"{config.query} size:{shard['lo']}..{shard['hi']}", "per_page": config.per_page, "page": 1}
+            params = {"q": f"{query} size:{shard['lo']}..{shard['hi']}", "per_page": config.per_page, "page": 1}
             response = client.get("search/code", params)
         if response is None:
             raise GitHubError("code search returned 404: is the API base URL right?", 404)
@@ -238,15 +248,15 @@ def crawl(client: GitHubClient, out_dir: Path, config: CrawlConfig = CrawlConfig
           progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda it: it) -> CrawlReport:
     """Search (resuming), then download (skipping finished notebooks). Counts cover the whole output."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    state = search_notebooks(client, out_dir, config)
+    states = [search_notebooks(client, out_dir, query, config) for query in config.queries]
     download_notebooks(client, out_dir, config, progress)
     records = list(read_jsonl(out_dir / "notebooks.jsonl"))
     data = Counter(f["status"] for r in records for f in r.get("data_files", ()))
     data.update({"url": sum(len(r.get("url_data", ())) for r in records)})
     return CrawlReport(
         candidates=len(finished_ids(out_dir / "candidates.jsonl")),
-        shards_searched=state["searched"],
-        shards_overflowing=state["overflowing"],
+        shards_searched=sum(s["searched"] for s in states),
+        shards_overflowing=sum(s["overflowing"] for s in states),
         notebooks=dict(Counter(r["status"] for r in records)),
         data_files=dict(data),
         client=asdict(client.stats),

@@ -111,6 +111,7 @@ class NotebookFacts:
 
     notebook: LoadedNotebook | None
     error: str | None
+    invalid_cause: str | None = None  # an InvalidCause value when the notebook is unusable
     deps: Dependencies = field(default_factory=lambda: Dependencies(()))
     files: tuple[DataFileInfo, ...] = ()
     code_lines: int = 0
@@ -151,7 +152,7 @@ def gather_facts(notebook_file: Path, repo_path: str) -> NotebookFacts:
     try:
         notebook = load_notebook(notebook_file)
     except NotebookError as exc:
-        return NotebookFacts(notebook=None, error=str(exc))
+        return NotebookFacts(notebook=None, error=str(exc), invalid_cause=exc.cause.value)
     deps = extract_dependencies(notebook)
     files = []
     for ref in deps.refs:
@@ -170,7 +171,8 @@ def gather_facts(notebook_file: Path, repo_path: str) -> NotebookFacts:
         files.append(
             DataFileInfo(ref.path, resolved, ref.kind, False, exists, lfs, rows, size, digest, ref.source_urls)
         )
-    return NotebookFacts(notebook, None, deps, tuple(files), count_code_lines(notebook))
+    return NotebookFacts(notebook=notebook, error=None, deps=deps, files=tuple(files),
+                         code_lines=count_code_lines(notebook))
 
 
 # ----------------------------------------------------------------------------------------------- rules
@@ -300,6 +302,7 @@ class FilterResult:
                 "unresolved_reads": list(self.facts.deps.unresolved),
                 "url_data": [f.path for f in self.facts.files if f.is_url],
                 "error": self.facts.error,
+                "invalid_cause": self.facts.invalid_cause,
             }
         )
         return record

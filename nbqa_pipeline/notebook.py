@@ -7,24 +7,42 @@ that what is normalised — and what is rejected, with which reason — is decid
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
-__all__ = ["CodeCell", "Cell", "LoadedNotebook", "NotebookError", "load_notebook", "parse_notebook", "clean_code"]
+__all__ = [
+    "CodeCell", "Cell", "LoadedNotebook", "NotebookError", "InvalidCause", "load_notebook", "parse_notebook",
+    "clean_code",
+]
 
 log = logging.getLogger(__name__)
 
 _MAGIC_LINE = re.compile(r"^\s*(%|!|\?)")
 
 
+class InvalidCause(str, enum.Enum):
+    """Why a file is not a usable notebook (counted separately in the stats report)."""
+
+    UNREADABLE = "unreadable"  # I/O error or not UTF-8
+    NOT_JSON = "not_json"
+    NOT_NOTEBOOK = "not_notebook"  # JSON, but not a notebook document
+    INVALID_NBFORMAT = "invalid_nbformat"  # still invalid after nbformat's safe normalisation
+
+
 class NotebookError(ValueError):
     """The file is not a usable notebook; the message names the file and the problem."""
+
+    def __init__(self, message: str, cause: InvalidCause) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 @dataclass(frozen=True)
@@ -90,22 +108,21 @@ def parse_notebook(text: str, path: Path) -> LoadedNotebook:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise NotebookError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        raise NotebookError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})", InvalidCause.NOT_JSON) from None
     if not isinstance(raw, dict) or "cells" not in raw and "worksheets" not in raw:
-        raise NotebookError(f"{path}: JSON is not a notebook (no 'cells')")
+        raise NotebookError(f"{path}: JSON is not a notebook (no 'cells')", InvalidCause.NOT_NOTEBOOK)
     try:
-        node = nbformat.reads(text, as_version=4)
-    except Exception as exc:  # nbformat raises many types for malformed input  # noqa: BLE001
-        raise NotebookError(f"{path}: nbformat cannot read it ({type(exc).__name__}: {exc})") from None
-    try:
-        nbformat.validate(node)
-    except nbformat.ValidationError:
-        try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # nbformat warns about what normalize() below fixes
+            node = nbformat.reads(text, as_version=4)
             _, normalised = nbformat.validator.normalize(node)
             node = nbformat.from_dict(normalised)
             nbformat.validate(node)
-        except nbformat.ValidationError as exc:
-            raise NotebookError(f"{path}: not valid nbformat v4 ({exc.message})") from None
+    except nbformat.ValidationError as exc:
+        raise NotebookError(f"{path}: not valid nbformat v4 ({exc.message})", InvalidCause.INVALID_NBFORMAT) from None
+    except Exception as exc:  # noqa: BLE001 - nbformat raises many types for malformed input
+        raise NotebookError(f"{path}: nbformat cannot read it ({type(exc).__name__}: {exc})",
+                            InvalidCause.INVALID_NBFORMAT) from None
     cells = []
     for index, cell in enumerate(node.cells):
         kind = cell.get("cell_type", "")
@@ -121,7 +138,7 @@ def load_notebook(path: str | Path) -> LoadedNotebook:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise NotebookError(f"{path}: cannot read ({exc})") from None
+        raise NotebookError(f"{path}: cannot read ({exc})", InvalidCause.UNREADABLE) from None
     return parse_notebook(text, path)
 
 

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 class StatsReport:
     filter_verdicts: dict[str, int]
     filter_reasons: dict[str, int]
+    invalid_causes: dict[str, int]
     extract_outcomes: dict[str, int]
     task_outcomes: dict[str, int]
     concepts: dict[str, int]
@@ -56,6 +57,7 @@ def collect_stats(filter_file: Path | None = None, extract_file: Path | None = N
     return StatsReport(
         filter_verdicts=dict(Counter(r.get("verdict") for r in filt)),
         filter_reasons=dict(Counter(reason for r in filt for reason in r.get("reasons", ()))),
+        invalid_causes=dict(Counter(r["invalid_cause"] for r in filt if r.get("invalid_cause"))),
         extract_outcomes=dict(Counter(r.get("status") if r.get("status") == "ok" else f"dropped: {r.get('reason')}"
                                       for r in extr)),
         task_outcomes=dict(Counter(t.get("status") if t.get("status") == "ok" else f"dropped: {t.get('reason')}"
@@ -121,7 +123,7 @@ def write_report(stats: StatsReport, out_dir: Path) -> Path:
              ("concepts.png", "Tasks per concept", stats.concepts),
              ("file_types.png", "Data files per type", stats.file_types)]
     sections = [("Filter verdicts", stats.filter_verdicts), ("Filter reasons (a notebook may fail several)",
-                stats.filter_reasons), ("Extraction outcomes (notebooks)", stats.extract_outcomes),
+                stats.filter_reasons), ("Invalid notebooks by cause", stats.invalid_causes), ("Extraction outcomes (notebooks)", stats.extract_outcomes),
                 ("Extraction outcomes (tasks)", stats.task_outcomes), ("Concepts", stats.concepts),
                 ("Difficulty", stats.difficulty), ("Data file types", stats.file_types),
                 ("Solution steps per task", stats.solution_steps), ("Verification", stats.verified)]

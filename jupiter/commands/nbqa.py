@@ -47,7 +47,8 @@ def _fail(message: str) -> int:
 def _add_crawl(inner: argparse._SubParsersAction) -> None:
     p = inner.add_parser("crawl", help="search GitHub for notebooks, download them and the data they read")
     p.add_argument("--out", type=Path, required=True, help="output folder (state, notebooks.jsonl, files)")
-    p.add_argument("--query", default="read_csv extension:ipynb", help="code-search query (without size:)")
+    p.add_argument("--query", action="append", default=None,
+                   help="code-search query without size: (repeatable; default 'read_csv extension:ipynb')")
     p.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL", "https://api.github.com"),
                    help="GitHub REST base URL (GitHub Enterprise: https://HOST/api/v3); env GITHUB_API_URL")
     p.add_argument("--min-size", type=int, default=1000, help="smallest notebook size in bytes to search")
@@ -66,7 +67,7 @@ def _run_crawl(args: argparse.Namespace) -> int:
 
     try:
         config = CrawlConfig(
-            query=args.query, min_size=args.min_size, max_size=args.max_size,
+            queries=tuple(args.query or ["read_csv extension:ipynb"]), min_size=args.min_size, max_size=args.max_size,
             max_notebooks=args.max_notebooks, max_data_bytes=args.max_data_bytes,
             per_page=args.per_page, result_cap=args.result_cap,
         )

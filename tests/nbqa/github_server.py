@@ -25,6 +25,7 @@ class Fault:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: dict[str, Any] = field(default_factory=lambda: {"message": "API rate limit exceeded"})
+    query: str = ""  # only requests whose raw query string contains this
 
 
 @dataclass
@@ -69,7 +70,8 @@ def _handler(fixture: Fixture):
                 fixture.log.append({"path": path, "query": {k: v[0] for k, v in query.items()},
                                     "if_none_match": self.headers.get("If-None-Match"),
                                     "auth": self.headers.get("Authorization"), "accept": self.headers.get("Accept")})
-                fault = next((f for f in fixture.faults if path.startswith(f.prefix)), None)
+                fault = next((f for f in fixture.faults
+                              if path.startswith(f.prefix) and f.query in parsed.query), None)
                 if fault:
                     fixture.faults.remove(fault)
             if fault:

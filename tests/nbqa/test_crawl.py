@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nbqa_pipeline.crawl import CrawlConfig, crawl, repo_slug
+from nbqa_pipeline.crawl import CrawlConfig, crawl, repo_slug, state_path
 from nbqa_pipeline.filter_stage import run_filter
 from nbqa_pipeline.github import GitHubClient, GitHubError
 from nbqa_pipeline.jsonl import read_jsonl
@@ -54,7 +54,7 @@ class FakeTime:
 
 
 def _config(**kw) -> CrawlConfig:
-    return CrawlConfig(query="read_csv extension:ipynb", min_size=0, max_size=4_000_000, per_page=2,
+    return CrawlConfig(queries=("read_csv extension:ipynb",), min_size=0, max_size=4_000_000, per_page=2,
                        result_cap=4, **kw)
 
 
@@ -171,7 +171,7 @@ def test_crawl_resumes_after_a_kill(corpus_dir, manifest, tmp_path, repo_dir):
         fixture.release.set()
         before = {r["id"] for r in read_jsonl(out / "notebooks.jsonl")}
         assert 0 < len(before) < 25
-        state = json.loads((out / "state.json").read_text())
+        state = json.loads(state_path(out, "read_csv extension:ipynb").read_text())
         assert state["done"] is True
         fixture.log.clear()
         client = GitHubClient(server.url, sleep=lambda s: None)
@@ -196,11 +196,29 @@ def test_a_failed_download_is_left_for_the_rerun(tmp_path):
                       faults=[Fault("/repos/o/r/contents/a/d/x.csv", 403, {}, {"message": "blocked"})])
     with GitHubFixtureServer(fixture) as server:
         client = GitHubClient(server.url, sleep=lambda s: None)
-        config = CrawlConfig(min_size=0, max_size=10**6)
+        config = CrawlConfig(queries=("read_csv extension:ipynb", "read_excel extension:ipynb"), min_size=0,
+                             max_size=10**6)
         first = crawl(client, tmp_path, config)
-        assert first.notebooks == {} and first.candidates == 1
+        assert first.notebooks == {} and first.candidates == 1  # both queries find it; kept once
+        assert first.shards_searched == 2
         second = crawl(client, tmp_path, config)
     assert second.notebooks == {"ok": 1} and second.data_files == {"present": 1, "url": 0}
     (record,) = read_jsonl(tmp_path / "notebooks.jsonl")
     assert record["license"] == "MIT" and record["data_complete"] is True
     assert record["data_files"][0]["repo_path"] == "a/d/x.csv"
+
+
+def test_search_resumes_at_the_saved_page(corpus_dir, manifest, tmp_path):
+    fixture = _fixture(corpus_dir, manifest)
+    fixture.faults = [Fault("/search/code", 403, {}, {"message": "forbidden"}, query="&page=2")]
+    with GitHubFixtureServer(fixture) as server:
+        client = GitHubClient(server.url, sleep=lambda s: None)
+        with pytest.raises(GitHubError, match="forbidden"):
+            crawl(client, tmp_path, _config())
+        found_before = len(list(read_jsonl(tmp_path / "candidates.jsonl")))
+        assert 0 < found_before < 25  # the pages read before the failure
+        fixture.log.clear()
+        report = crawl(client, tmp_path, _config())
+    first_search = next(r for r in fixture.log if r["path"] == "/search/code")
+    assert first_search["query"]["page"] == "2"  # continued from the saved next-page link
+    assert report.candidates == 25 and report.notebooks == {"ok": 25}

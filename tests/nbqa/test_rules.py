@@ -12,7 +12,7 @@ from nbqa_pipeline.blacklist import code_mentions, find_in_names, find_in_text
 from nbqa_pipeline.deps import ReadKind, extract_dependencies, resolve_path
 from nbqa_pipeline.diversity import DiversityConfig, apply_diversity
 from nbqa_pipeline.filters import FilterConfig, Reason, filter_notebook
-from nbqa_pipeline.notebook import NotebookError, load_notebook, parse_notebook
+from nbqa_pipeline.notebook import InvalidCause, NotebookError, load_notebook, parse_notebook
 
 
 def _write_nb(path: Path, cells: list[tuple[str, str, int | None]], outputs=None) -> Path:
@@ -102,7 +102,13 @@ def test_rules_on_handmade_notebooks(tmp_path):
 def test_invalid_notebooks_are_rejected_with_reason(tmp_path):
     bad = tmp_path / "bad.ipynb"
     bad.write_text("{not json")
-    assert list(filter_notebook(bad, "bad.ipynb", id="b").reasons) == [Reason.INVALID_NOTEBOOK]
+    result = filter_notebook(bad, "bad.ipynb", id="b")
+    assert list(result.reasons) == [Reason.INVALID_NOTEBOOK] and result.to_dict()["invalid_cause"] == "not_json"
+    weird = {"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": [
+        {"cell_type": "code", "source": "1", "outputs": [{"output_type": "weird"}], "execution_count": 1, "metadata": {}}]}
+    with pytest.raises(NotebookError, match="not valid nbformat") as info:
+        parse_notebook(json.dumps(weird), Path("w.ipynb"))
+    assert info.value.cause is InvalidCause.INVALID_NBFORMAT
     with pytest.raises(NotebookError, match="bad.ipynb"):
         load_notebook(bad)
     with pytest.raises(NotebookError, match="no 'cells'"):
@@ -143,3 +149,14 @@ def test_diversity_caps():
     same_repo = [_rec(f"r5/{i}", "r5", "k", lines=100 - i) for i in range(3)]
     out = apply_diversity(same_repo, DiversityConfig(max_per_repo_complete=5))
     assert [out[f"r5/{i}"] for i in range(3)] == [None, None, Reason.DATA_GROUP_CAP]
+
+
+def test_safe_normalisation_keeps_fixable_notebooks():
+    """A v4.5 notebook without cell ids and a v3 notebook are normalised, not rejected."""
+    no_ids = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "source": ["a = 1\n", "a"], "metadata": {}, "outputs": [], "execution_count": 1}]}
+    assert parse_notebook(json.dumps(no_ids), Path("x.ipynb")).code_cells[0].source == "a = 1\na"
+    v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": [
+        {"cell_type": "code", "input": "1+1", "language": "python", "outputs": [], "prompt_number": 4, "metadata": {}}]}]}
+    (cell,) = parse_notebook(json.dumps(v3), Path("y.ipynb")).code_cells
+    assert cell.source == "1+1" and cell.execution_count == 4
