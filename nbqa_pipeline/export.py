@@ -3,9 +3,9 @@
 Why the SFT chat is built with ``jupiter.prompts.build_messages``: a model fine-tuned on these samples must
 see exactly the prompt the search will show it. The ShareGPT exporter checks what LLaMA-Factory requires —
 human/gpt turns strictly alternating, starting with human and ending with gpt — merges consecutive turns
-of one role, measures token lengths and, for a sample over the limit, drops it or keeps its longest prefix
-of whole turns (``over_length="prefix"``), always counted in the report, never silently. Each sample links
-back to its notebook and task.
+of one role, measures token lengths and, for a sample over the limit, drops it, keeps its longest prefix of
+whole turns (``prefix``) or splits it into consecutive parts (``split``) — always counted in the report,
+never silently. Each sample links back to its notebook and task.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = [
     "ExportReport",
     "nbqa_record",
     "task_of",
-    "sharegpt_sample",
+    "sharegpt_samples",
     "normalise_conversation",
     "ConversationError",
     "approx_tokens",
@@ -44,6 +44,7 @@ _ROLE = {"user": "human", "assistant": "gpt"}
 class OverLength(str, enum.Enum):
     DROP = "drop"  # leave the sample out
     PREFIX = "prefix"  # keep the longest prefix of whole turns that fits and ends on an assistant turn
+    SPLIT = "split"  # consecutive parts; later parts open with the task and a recap of the code already run
 
 
 class ConversationError(ValueError):
@@ -73,6 +74,7 @@ class ExportReport:
     sft_samples: int
     sft_dropped: dict[str, int]
     sft_prefixed: int
+    sft_split: int
     merged_turns: int
     token_lengths: dict[str, float]
     splits: dict[str, int]
@@ -151,22 +153,60 @@ def normalise_conversation(messages: Sequence[Mapping[str, str]]) -> tuple[str, 
     return "\n\n".join(system_parts), turns, merges
 
 
-def sharegpt_sample(record: Mapping[str, Any], count: Callable[[str], int], config: ExportConfig
-                    ) -> tuple[dict[str, Any] | None, str, int, int]:
-    """(sample or None, outcome, tokens, merges) for one NbQA record; outcome is ok/prefix/a drop reason."""
+def _split_turns(turns: list[dict[str, str]], lengths: list[int], budget: int, recap: Callable[[int], str],
+                 count: Callable[[str], int]) -> list[tuple[list[dict[str, str]], int]] | None:
+    """Cut (human, gpt) pairs into consecutive parts that each fit ``budget`` tokens.
+
+    A part after the first opens with the task message, a recap of the code already run (``recap(k)``: the
+    code of the first k steps) and the observation that led to its first assistant turn. None when one pair
+    alone does not fit.
+    """
+    pairs = [(i, i + 1) for i in range(0, len(turns), 2)]
+    parts: list[tuple[list[dict[str, str]], int]] = []
+    current: list[dict[str, str]] = []
+    used = 0
+    for number, (h, g) in enumerate(pairs):
+        if current and used + lengths[h] + lengths[g] <= budget:
+            current += [turns[h], turns[g]]
+            used += lengths[h] + lengths[g]
+            continue
+        if current:
+            parts.append((current, used))
+        if number == 0:
+            human, human_len = turns[0], lengths[0]
+        else:
+            value = f"{turns[0]['value']}\n\n{recap(number)}\n\n{turns[h]['value']}"
+            human, human_len = {"from": "human", "value": value}, count(value)
+        if human_len + lengths[g] > budget:
+            return None
+        current, used = [human, turns[g]], human_len + lengths[g]
+    if current:
+        parts.append((current, used))
+    return parts
+
+
+def sharegpt_samples(record: Mapping[str, Any], count: Callable[[str], int], config: ExportConfig
+                     ) -> tuple[list[dict[str, Any]], str, int, int]:
+    """(samples, outcome, tokens, merges) for one NbQA record.
+
+    outcome: ``ok`` (one sample), ``prefix``/``split`` (over-length handled as configured) or a drop reason
+    (``invalid_conversation``, ``over_length``) with no samples. ``tokens`` is the full conversation's length.
+    """
     try:
         messages = build_messages(task_of(record), _turns(record))
         system, turns, merges = normalise_conversation(messages)
     except (TaskError, ConversationError) as exc:
         log.info("%s: not exported to SFT (%s)", record.get("id"), exc)
-        return None, "invalid_conversation", 0, 0
+        return [], "invalid_conversation", 0, 0
     lengths = [count(t["value"]) for t in turns]
-    total = count(system) + sum(lengths)
-    outcome = "ok"
-    if total > config.max_tokens:
-        if config.over_length is OverLength.DROP:
-            return None, "over_length", total, merges
-        budget = config.max_tokens - count(system)
+    system_len = count(system)
+    total = system_len + sum(lengths)
+    budget = config.max_tokens - system_len
+    if total <= config.max_tokens:
+        return [_sample(record, system, turns, total)], "ok", total, merges
+    if config.over_length is OverLength.DROP:
+        return [], "over_length", total, merges
+    if config.over_length is OverLength.PREFIX:
         keep, used = 0, 0
         for index, length in enumerate(lengths):
             if used + length > budget:
@@ -175,19 +215,37 @@ def sharegpt_sample(record: Mapping[str, Any], count: Callable[[str], int], conf
             if turns[index]["from"] == "gpt":
                 keep = index + 1
         if keep == 0:
-            return None, "over_length", total, merges
-        turns, total, outcome = turns[:keep], count(system) + sum(lengths[:keep]), "prefix"
-    sample = {
+            return [], "over_length", total, merges
+        sample = _sample(record, system, turns[:keep], system_len + sum(lengths[:keep]))
+        sample["truncated_at_turn"] = keep
+        return [sample], "prefix", total, merges
+    steps = record.get("solution") or []
+
+    def recap(k: int) -> str:
+        code = "\n\n".join(f"```python\n{s.get('python_code', '')}\n```" for s in steps[:k])
+        return f"Steps already run (outputs omitted):\n{code}"
+
+    parts = _split_turns(turns, lengths, budget, recap, count)
+    if not parts:
+        return [], "over_length", total, merges
+    samples = []
+    for number, (part, used) in enumerate(parts, 1):
+        sample = _sample(record, system, part, system_len + used)
+        sample["id"] = f"{record['id']}:part{number}"
+        sample["part"], sample["parts"] = number, len(parts)
+        samples.append(sample)
+    return samples, "split" if len(samples) > 1 else "ok", total, merges
+
+
+def _sample(record: Mapping[str, Any], system: str, turns: list[dict[str, str]], tokens: int) -> dict[str, Any]:
+    return {
         "conversations": turns,
         "system": system,
         "id": record["id"],
         "source": {"notebook": record.get("notebook_id"), "github_repo": record.get("github_repo"),
                    "ipynb_name": record.get("ipynb_name"), "task_id": record["id"]},
-        "num_tokens": total,
+        "num_tokens": tokens,
     }
-    if outcome == "prefix":
-        sample["truncated_at_turn"] = len(turns)
-    return sample, outcome, total, merges
 
 
 def run_export(extract_file: Path, out_dir: Path, root: Path | None = None, verify_file: Path | None = None,
@@ -204,7 +262,7 @@ def run_export(extract_file: Path, out_dir: Path, root: Path | None = None, veri
         verified = {r["id"]: r.get("reproduced") for r in read_jsonl(verify_file) if r.get("status") == "ran"}
     nbqa, samples = [], []
     dropped: Counter[str] = Counter()
-    prefixed = merges = 0
+    prefixed = split = merges = 0
     lengths: list[int] = []
     for nb in read_jsonl(extract_file):
         if nb.get("status") != "ok":
@@ -221,14 +279,15 @@ def run_export(extract_file: Path, out_dir: Path, root: Path | None = None, veri
                         _copy_data(nb, root, out_dir / record["data_dir"])
                         copied = True
                 nbqa.append(record)
-            sample, outcome, tokens, merged = sharegpt_sample(record, count, config)
+            made, outcome, tokens, merged = sharegpt_samples(record, count, config)
             merges += merged
-            if sample is None:
+            if not made:
                 dropped[outcome] += 1
                 continue
             prefixed += outcome == "prefix"
-            lengths.append(tokens)
-            samples.append(sample)
+            split += outcome == "split"
+            lengths.extend(s["num_tokens"] for s in made)
+            samples.extend(made)
     write_jsonl(out_dir / "nbqa.jsonl", nbqa)
     write_jsonl(out_dir / "sft_sharegpt.jsonl", samples)
     info = {"nbqa_sft": {"file_name": "sft_sharegpt.jsonl", "formatting": "sharegpt",
@@ -240,7 +299,7 @@ def run_export(extract_file: Path, out_dir: Path, root: Path | None = None, veri
         stats = {"min": lengths[0], "median": lengths[len(lengths) // 2], "max": lengths[-1],
                  "mean": round(sum(lengths) / len(lengths), 1)}
     return ExportReport(
-        nbqa_records=len(nbqa), sft_samples=len(samples), sft_dropped=dict(dropped), sft_prefixed=prefixed,
+        nbqa_records=len(nbqa), sft_samples=len(samples), sft_dropped=dict(dropped), sft_prefixed=prefixed, sft_split=split,
         merged_turns=merges, token_lengths=stats, splits=dict(Counter(r["split"] for r in nbqa)),
         verified=dict(Counter(str(r["verified"]) for r in nbqa)),
     )

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nbqa_pipeline.export import (
-    ConversationError, ExportConfig, OverLength, approx_tokens, normalise_conversation, run_export, sharegpt_sample,
+    ConversationError, ExportConfig, OverLength, approx_tokens, normalise_conversation, run_export, sharegpt_samples,
 )
 from nbqa_pipeline.extract import ExtractConfig, run_extract
 from nbqa_pipeline.filters import filter_notebook
@@ -100,18 +100,31 @@ def test_export_and_stats(corpus_dir, extracted, tmp_path):
     assert (tmp_path / "report" / "concepts.png").stat().st_size > 1000
 
 
-def test_over_length_samples_are_dropped_or_cut_at_turn_boundaries():
+def test_over_length_samples_are_dropped_cut_or_split_at_turn_boundaries():
+    steps = [{"thought": f"step {i}", "python_code": f"x{i} = df.iloc[{i}]\nprint(x{i})", "code_output": "7 " * 300}
+             for i in range(3)]
     record = {"id": "t", "task": "How many rows?", "constraints": "", "format": "@n[value]", "label": "@n[3]",
-              "file_names": ["a.csv"], "notebook_id": "r/n.ipynb",
-              "solution": [{"thought": "look", "python_code": "print(len(df))", "code_output": "3 " * 500}]}
-    full, outcome, tokens, _ = sharegpt_sample(record, approx_tokens, ExportConfig())
-    assert outcome == "ok" and len(full["conversations"]) == 4
-    small = ExportConfig(max_tokens=tokens - 10)
-    assert sharegpt_sample(record, approx_tokens, small)[:2] == (None, "over_length")
-    cut, outcome, cut_tokens, _ = sharegpt_sample(record, approx_tokens,
-                                                  ExportConfig(max_tokens=tokens - 10, over_length=OverLength.PREFIX))
-    assert outcome == "prefix" and [t["from"] for t in cut["conversations"]] == ["human", "gpt"]
-    assert cut["truncated_at_turn"] == 2 and cut_tokens <= tokens - 10
+              "file_names": ["a.csv"], "notebook_id": "r/n.ipynb", "solution": steps}
+    (full,), outcome, tokens, _ = sharegpt_samples(record, approx_tokens, ExportConfig())
+    assert outcome == "ok" and len(full["conversations"]) == 8 and full["num_tokens"] == tokens
+    limit = tokens - 200
+    assert sharegpt_samples(record, approx_tokens, ExportConfig(max_tokens=limit))[:2] == ([], "over_length")
+    (cut,), outcome, _, _ = sharegpt_samples(record, approx_tokens, ExportConfig(max_tokens=limit,
+                                                                               over_length=OverLength.PREFIX))
+    assert outcome == "prefix" and [t["from"] for t in cut["conversations"]] == ["human", "gpt"] * 3
+    assert cut["truncated_at_turn"] == 6 and cut["num_tokens"] <= limit
+    parts, outcome, _, _ = sharegpt_samples(record, approx_tokens, ExportConfig(max_tokens=limit,
+                                                                              over_length=OverLength.SPLIT))
+    assert outcome == "split" and len(parts) == 2 and [p["part"] for p in parts] == [1, 2]
+    for part in parts:
+        roles = [t["from"] for t in part["conversations"]]
+        assert roles[0] == "human" and roles[-1] == "gpt" and all(a != b for a, b in zip(roles, roles[1:]))
+        assert part["num_tokens"] <= limit and part["source"]["task_id"] == "t"
+    opener = parts[1]["conversations"][0]["value"]
+    assert opener.startswith(full["conversations"][0]["value"]) and "Steps already run" in opener
+    assert "x0 = df.iloc[0]" in opener and "Formatted answer" in parts[1]["conversations"][-1]["value"]
+    tiny = ExportConfig(max_tokens=tokens // 20, over_length=OverLength.SPLIT)
+    assert sharegpt_samples(record, approx_tokens, tiny)[:2] == ([], "over_length")
 
 
 def test_conversation_alternation_is_enforced():
