@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.paths import shared_dir
 
 
 @pytest.fixture(scope="session")
-def bench_shared() -> Path:
-    folder = shared_dir() / "benchmarks"
+def bench_shared(shared_dir: Path) -> Path:
+    """``<shared>/benchmarks`` (the root conftest's ``shared_dir``; skips when the data is not there)."""
+    folder = shared_dir / "benchmarks"
     if not (folder / "dabench").is_dir():
         pytest.skip(f"benchmark data not found under {folder} (set JUPITER_SHARED)")
     return folder
