@@ -107,6 +107,7 @@ def nbqa_record(nb: Mapping[str, Any], task: Mapping[str, Any], verified: bool |
         "notebook_id": nb["id"],
         "license": nb.get("license"),
         "verified": verified,
+        "label_in_outputs": task.get("label_in_outputs"),
     }
 
 

@@ -1,7 +1,8 @@
 """The ``extract`` stage: LLM calls that turn a filtered notebook into verified NbQA tasks.
 
 Per notebook: markdown (nbconvert) → quality score (keep ≥ 3) → model classification (keep when it fits
-no model or only classical ones) → tasks. Per task: constraints/format/label → solution rebuilt from the
+no model or only classical ones) → tasks. Per task: constraints/format/label (plus a deterministic flag,
+``label_in_outputs``: every label value appears in the notebook's own outputs) → solution rebuilt from the
 notebook's cells → answer check (5 criteria) → constraint check (3 criteria). Every call gets three
 attempts: a reply that is not the JSON we asked for is answered with what was wrong and asked again; after
 the third, the input is dropped with a reason naming the stage. An endpoint that cannot answer at all is
@@ -27,6 +28,7 @@ from jupiter.answers import ANSWER_PATTERN, extract_answers
 from nbqa_pipeline import llm_prompts as P
 from nbqa_pipeline.jsonl import append_jsonl, finished_ids, read_jsonl
 from nbqa_pipeline.llm_client import ChatClient, LLMError
+from nbqa_pipeline.verify import value_in_text
 
 __all__ = [
     "ExtractConfig",
@@ -36,6 +38,7 @@ __all__ = [
     "parse_json_reply",
     "ask_json",
     "notebook_markdown",
+    "notebook_output_text",
     "randomness_level",
     "is_classical",
     "extract_notebook",
@@ -366,6 +369,17 @@ def _set_output_text(output: dict[str, Any], key: str, value: str) -> None:
 # ------------------------------------------------------------------------------------------ pipeline
 
 
+def notebook_output_text(path: Path) -> str:
+    """All text the notebook's cells printed or displayed (streams and ``text/plain``), in order."""
+    node = nbformat.read(str(path), as_version=4)
+    parts = []
+    for cell in node.cells:
+        for output in cell.get("outputs", ()) if cell.get("cell_type") == "code" else ():
+            for _, text in _output_texts(output):
+                parts.append(text)
+    return "\n".join(parts)
+
+
 def _present_files(record: Mapping[str, Any], root: Path) -> list[dict[str, str]]:
     notebook = root / record["local_path"]
     files = []
@@ -396,6 +410,7 @@ def extract_notebook(client: ChatClient, record: Mapping[str, Any], root: Path,
 
     try:
         md = notebook_markdown(root / record["local_path"], config.max_markdown_chars, config.max_output_chars)
+        outputs = notebook_output_text(root / record["local_path"])
     except Exception as exc:  # noqa: BLE001 - nbconvert/nbformat raise many types on odd notebooks
         return finish("dropped", f"markdown_failed: {type(exc).__name__}: {exc}", "markdown")
     files = _present_files(record, root)
@@ -416,17 +431,19 @@ def extract_notebook(client: ChatClient, record: Mapping[str, Any], root: Path,
     if not tasks:
         return finish("dropped", "no_tasks", "tasks")
     for number, task in enumerate(tasks[: config.max_tasks]):
-        out["tasks"].append(_extract_task(client, md, task, number, out, files, config, meter))
+        out["tasks"].append(_extract_task(client, md, outputs, task, number, out, files, config, meter))
     kept = sum(t["status"] == "ok" for t in out["tasks"])
     return finish("ok" if kept else "dropped", None if kept else "no_task_survived", None if kept else "tasks")
 
 
-def _extract_task(client: ChatClient, md: str, task: dict[str, Any], number: int, nb: Mapping[str, Any],
+def _extract_task(client: ChatClient, md: str, outputs: str, task: dict[str, Any], number: int, nb: Mapping[str, Any],
                   files: list[dict[str, str]], config: ExtractConfig, meter: _Meter) -> dict[str, Any]:
     item: dict[str, Any] = {"task_id": f"{nb['id']}#{number}", **task, "file_names": [f["name"] for f in files]}
     ask = lambda msgs, check, stage: ask_json(client, msgs, check, stage, config.attempts, meter)  # noqa: E731
     try:
         item.update(ask(P.constraints_messages(md, item), _label_checker(config), "constraints"))
+        # a deterministic check beside the LLM's: does the notebook itself show every label value?
+        item["label_in_outputs"] = all(value_in_text(v, outputs) for v in extract_answers(item["label"]).values())
         solution = ask(P.solution_messages(md, item), _solution_checker(config), "solution")
         item["steps"], item["final_label"] = solution["steps"], solution["final_label"]
         item["answer_checks"] = ask(P.answer_check_messages(md, item), _criteria_checker(P.ANSWER_CRITERIA),

@@ -33,6 +33,7 @@ class StatsReport:
     solution_steps: dict[int, int]
     solution_code_lines: list[int]
     verified: dict[str, int]
+    label_in_outputs: dict[str, int]
     nbqa_records: int
 
 
@@ -69,6 +70,7 @@ def collect_stats(filter_file: Path | None = None, extract_file: Path | None = N
         solution_code_lines=sorted(sum(len((s.get("python_code") or "").splitlines()) for s in r.get("solution") or ())
                                    for r in dataset),
         verified=dict(verified),
+        label_in_outputs=dict(Counter(str(t.get("label_in_outputs")) for t in ok_tasks)),
         nbqa_records=len(nbqa) if nbqa else len(ok_tasks),
     )
 
@@ -126,7 +128,8 @@ def write_report(stats: StatsReport, out_dir: Path) -> Path:
                 stats.filter_reasons), ("Invalid notebooks by cause", stats.invalid_causes), ("Extraction outcomes (notebooks)", stats.extract_outcomes),
                 ("Extraction outcomes (tasks)", stats.task_outcomes), ("Concepts", stats.concepts),
                 ("Difficulty", stats.difficulty), ("Data file types", stats.file_types),
-                ("Solution steps per task", stats.solution_steps), ("Verification", stats.verified)]
+                ("Solution steps per task", stats.solution_steps), ("Verification", stats.verified),
+                ("Label values found in the notebook's own outputs", stats.label_in_outputs)]
     for title, counts in sections:
         lines += _table(title, counts)
     if stats.verified:

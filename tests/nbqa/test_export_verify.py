@@ -94,6 +94,8 @@ def test_export_and_stats(corpus_dir, extracted, tmp_path):
     stats = collect_stats(extract_file=extracted / "extract.jsonl", nbqa_file=out / "nbqa.jsonl", verify_file=verify)
     assert stats.concepts == {"Machine Learning": 2, "Time Series Analysis": 2}
     assert stats.verified == {"reproduced": 1, "not_reproduced": 1}
+    # Activity 3.02 never printed 0.9314: the deterministic flag catches the invented label
+    assert stats.label_in_outputs == {"True": 1, "False": 1}
     md = write_report(stats, tmp_path / "report")
     text = md.read_text()
     assert "Tasks per concept" in text and "50.0%" in text

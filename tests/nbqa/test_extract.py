@@ -79,6 +79,7 @@ def test_full_extraction_of_a_real_notebook(corpus_dir, record):
     assert task["status"] == "ok" and task["label"] == "@r_squared[0.9314]"
     assert task["file_names"] == ["synth_temp.csv"] and len(task["steps"]) == 3
     assert task["split"] == "complete_low_randomness" and task["randomness"] == "low"
+    assert task["label_in_outputs"] is True  # 0.9314 ≈ the notebook's printed 0.9313996...
     assert out["usage"]["calls"] == 7 and out["usage"]["prompt_tokens"] == 700
     usage = client.usage()
     assert usage.calls == 7 and usage.completion_tokens == 70 and usage.cost == pytest.approx(0.00084)
