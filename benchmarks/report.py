@@ -35,6 +35,7 @@ HEADLINES: dict[str, tuple[tuple[str, str], ...]] = {
         ("metrics.rpg_final", "RPG"),
         ("metrics.rpg_value", "RPG value"),
         ("metrics.rpg_best", "RPG best"),
+        ("metrics.rpg_final_all_tasks", "RPG all tasks"),
     ),
 }
 COST = (("finished", "Tasks"), ("iterations_mean", "Iter/task"), ("nodes_total", "Nodes"),
@@ -72,11 +73,13 @@ def plot_curves(curves: Sequence[Curve], path: Path, title: str, ylabel: str = "
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     figure, axes = plt.subplots(figsize=(6, 4))
     try:
         for curve in curves:
             axes.plot(curve.budgets, curve.values, marker="o" if len(curve.budgets) < 20 else None, label=curve.name)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.set_xlabel("search iterations")
         axes.set_ylabel(ylabel)
         axes.set_title(title)
