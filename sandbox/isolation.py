@@ -87,20 +87,28 @@ def plan_isolation(config: SandboxConfig, root_dir: Path, readonly_dirs: tuple[P
     cmd = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
            "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session", "--perms", "1777",
            "--tmpfs", "/tmp"]
+    # joblib / multiprocessing need a writable /dev/shm (else every cell that uses them warns on stderr).
+    cmd += ["--perms", "1777", "--tmpfs", "/dev/shm"]
+    hidden = [Path("/tmp")]
     home = Path(os.path.expanduser("~"))
     if home != Path("/") and not _under(root_dir, home):
-        # Hide the host user's home; re-expose (read-only) what the runtime needs from it.
+        # Hide the host user's home.
         cmd += ["--tmpfs", str(home)]
-        needed = {Path(sys.prefix), Path(sys.base_prefix), Path(config.python).resolve().parent.parent,
-                  Path(__file__).resolve().parent.parent}
-        made: set[Path] = set()
-        for path in sorted(needed):
-            if _under(path, home) and path.exists():
-                for parent in reversed(path.parents):
-                    if _under(parent, home) and parent != home and parent not in made:
-                        made.add(parent)
-                        cmd += ["--perms", "0755", "--dir", str(parent)]  # else bwrap makes them 0700
-                cmd += ["--ro-bind", str(path), str(path)]
+        hidden.append(home)
+    # Re-expose (read-only) what the runtime needs from the hidden folders: the interpreter and this
+    # package, which live under /tmp when Ray unpacks a job's working dir there.
+    needed = {Path(sys.prefix), Path(sys.base_prefix), Path(config.python).resolve().parent.parent,
+              Path(__file__).resolve().parent.parent}
+    made: set[Path] = set()
+    for path in sorted(needed):
+        top = next((h for h in hidden if _under(path, h)), None)
+        if top is None or not path.exists():
+            continue
+        for parent in reversed(path.parents):
+            if _under(parent, top) and parent.resolve() != top.resolve() and parent not in made:
+                made.add(parent)
+                cmd += ["--perms", "0755", "--dir", str(parent)]  # else bwrap makes them 0700
+        cmd += ["--ro-bind", str(path), str(path)]
     mount = Path(_MOUNT)
     cmd += ["--bind", str(root_dir), str(mount)]
     for path in readonly_dirs:
