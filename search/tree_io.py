@@ -1,10 +1,12 @@
 """Tree files: our JSON (a superset of the paper's node fields) and a reader for the paper's files.
 
-Our layout::
+Our layout is a JSON list of nodes, root first, like the paper's::
 
-    {"format": "jupiter-tree", "version": 1, "task": {...Task.to_dict()},
-     "nodes": [{"tag", "depth", "messages", "is_terminal", "visit_count", "value_sum", "value",   # the paper's
-                "parent", "thought", "code", "observation", "reply", "status", ...}, ...]}      # ours
+    [{"tag": "0", "depth": 0, "messages": [...], "is_terminal": false, "visit_count": 9,      # the paper's
+      "value_sum": 2.0, "value": 0.22,
+      "format": "jupiter-tree", "version": 1, "task": {...Task.to_dict()},                     # root only
+      "parent": null, "thought": "", "code": null, "observation": null, "status": "root", ...},  # ours
+     {"tag": "0.1", ...}, ...]
 
 Each node keeps the paper's fields, so the paper's tools read our files. The paper's own files are a JSON list
 of nodes, or a dict holding them (``{"nodes": [...]}`` or ``{tag: node}``); their structure is rebuilt from
@@ -23,7 +25,8 @@ from jupiter.task import Task, task_from_record
 
 from search.tree import Node, NodeStatus, TerminalReason, Tree
 
-__all__ = ["TreeFileError", "tree_to_dict", "tree_from_dict", "save_tree", "load_tree", "FORMAT"]
+__all__ = ["TreeFileError", "tree_to_records", "tree_to_dict", "tree_from_dict", "save_tree", "load_tree",
+           "FORMAT"]
 
 FORMAT = "jupiter-tree"
 VERSION = 1
@@ -65,7 +68,15 @@ def _node_to_dict(tree: Tree, node: Node) -> dict[str, Any]:
     }
 
 
+def tree_to_records(tree: Tree) -> list[dict[str, Any]]:
+    """The file layout: a list of node records in creation order; the root's also names the format and task."""
+    records = [_node_to_dict(tree, n) for n in tree.nodes]
+    records[0].update(format=FORMAT, version=VERSION, task=tree.task.to_dict() if tree.task is not None else None)
+    return records
+
+
 def tree_to_dict(tree: Tree) -> dict[str, Any]:
+    """``{"format", "version", "task", "nodes"}``: the same content as a dict (for embedding in other JSON)."""
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -79,7 +90,7 @@ def save_tree(tree: Tree, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(tree_to_dict(tree), ensure_ascii=False, indent=1), encoding="utf-8")
+    tmp.write_text(json.dumps(tree_to_records(tree), ensure_ascii=False, indent=1), encoding="utf-8")
     tmp.replace(path)
     return path
 
@@ -180,10 +191,12 @@ def _node_records(data: Any, where: str) -> list[dict[str, Any]]:
 def tree_from_dict(data: Any, where: str = "tree") -> Tree:
     """Build a Tree from our layout or the paper's (recognised by ``format``)."""
     records = _node_records(data, where)
-    ours = isinstance(data, dict) and data.get("format") == FORMAT
+    header = data if isinstance(data, dict) and data.get("format") == FORMAT else next(
+        (r for r in records if r.get("format") == FORMAT), None)
+    ours = header is not None
     task: Task | None = None
-    if ours and data.get("task"):
-        task = task_from_record(data["task"], [Path.cwd()], where=f"{where}: task")
+    if header is not None and header.get("task"):
+        task = task_from_record(header["task"], [Path.cwd()], where=f"{where}: task")
     nodes = sorted(
         (_from_ours(r) if ours else _from_paper(r, where) for r in records),
         key=lambda n: _tag_key(_check_tag(n.tag, where)),

@@ -43,7 +43,7 @@ def test_solve_writes_result_tree_notebook_and_page(tmp_path, replay, capsys):
     assert any("without a value model" in note for note in result["notes"])
     assert result["config"]["c_puct"] == 1.25
     tree = json.loads((out / "tree.json").read_text())
-    assert len(tree["nodes"]) == result["nodes"]
+    assert len(tree) == result["nodes"] and tree[0]["tag"] == "0"
     notebook = nbformat.read(str(out / "solution.ipynb"), as_version=4)
     nbformat.validate(notebook)
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]

@@ -8,7 +8,7 @@ import pytest
 
 from search import Mode, SearchConfig, run_search
 from search.tree import NodeStatus, TerminalReason
-from search.tree_io import TreeFileError, load_tree, save_tree, tree_to_dict
+from search.tree_io import TreeFileError, load_tree, save_tree, tree_from_dict, tree_to_dict
 
 from search_fakes import FakePolicy, FakeSandbox, answer, code
 from test_search_driver import TASK, script
@@ -20,12 +20,14 @@ def test_our_tree_file_round_trips_and_keeps_the_papers_fields(tmp_path):
     result = run_search(TASK, FakePolicy(script()), FakeSandbox(), SearchConfig(mode=Mode.COLLECT, iterations=4))
     path = save_tree(result.tree, tmp_path / "tree.json")
     raw = json.loads(path.read_text())
-    assert all(PAPER_FIELDS <= set(node) for node in raw["nodes"])
-    answer_node = next(n for n in raw["nodes"] if n["status"] == "answer")
+    assert isinstance(raw, list) and raw[0]["tag"] == "0" and raw[0]["format"] == "jupiter-tree"
+    assert all(PAPER_FIELDS <= set(node) for node in raw)
+    answer_node = next(n for n in raw if n["status"] == "answer")
     assert answer_node["messages"][-1]["content"].endswith(answer_node["final_answer"])
     assert answer_node["messages"][0]["role"] == "system"
     loaded = load_tree(path)
     assert tree_to_dict(loaded) == tree_to_dict(result.tree)
+    assert tree_to_dict(tree_from_dict(tree_to_dict(result.tree))) == tree_to_dict(result.tree)
     assert loaded.task == result.tree.task
     assert [c.tag for c in loaded.root.children] == [c.tag for c in result.tree.root.children]
 
