@@ -17,7 +17,7 @@ from nbqa_pipeline.stats import collect_stats, write_report
 from nbqa_pipeline.verify import rewrite_paths, run_verify, value_in_text
 
 from tests.nbqa.llm_server import LLMFixtureServer, ScriptedLLM
-from tests.nbqa.test_extract import NB_PATH, SOLUTION, good_script
+from tests.nbqa.test_nbqa_extract import NB_PATH, SOLUTION, good_script
 
 
 def _sandbox_or_skip():

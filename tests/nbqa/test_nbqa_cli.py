@@ -13,7 +13,7 @@ import pytest
 from nbqa_pipeline.jsonl import read_jsonl
 
 from tests.nbqa.llm_server import LLMFixtureServer, ScriptedLLM
-from tests.nbqa.test_extract import NB_PATH, good_script
+from tests.nbqa.test_nbqa_extract import NB_PATH, good_script
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> dict:
