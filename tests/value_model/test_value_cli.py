@@ -1,0 +1,55 @@
+"""``jupiter value extract|train|score`` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from jupiter.cli import main
+from tests.value_model.test_value_extract import our_tree
+
+
+def test_extract_writes_samples_and_reports(tmp_path: Path, capsys) -> None:
+    tree = tmp_path / "tree.json"
+    tree.write_text(json.dumps(our_tree()))
+    out = tmp_path / "train.jsonl"
+    assert main(["value", "extract", str(tree), "-o", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["samples"] == 4 and report["positive"] == 1 and report["negative"] == 1
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {round(line["value"], 3) for line in lines} == {0.0, 1.0, -1.0}
+
+
+def test_bad_input_exits_2_naming_the_file(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    assert main(["value", "extract", str(bad), "-o", str(tmp_path / "x.jsonl")]) == 2
+    assert "bad.json" in capsys.readouterr().err
+    samples = tmp_path / "s.jsonl"
+    samples.write_text('{"messages": [], "value": 3}\n')
+    assert main(["value", "train", str(samples), "--out", str(tmp_path / "m")]) == 2
+    assert "outside [-1, 1]" in capsys.readouterr().err
+    assert main(["value", "score", str(tmp_path / "nomodel"), str(samples)]) == 2
+    assert "value_config.json" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_train_then_score_end_to_end(tmp_path: Path, capsys, backbone: str) -> None:
+    tree = tmp_path / "tree.json"
+    tree.write_text(json.dumps(our_tree()))
+    samples = tmp_path / "train.jsonl"
+    assert main(["value", "extract", str(tree), "-o", str(samples)]) == 0
+    capsys.readouterr()
+    model = tmp_path / "model"
+    assert main(["value", "train", str(samples), "--base", "default", "--out", str(model), "--epochs", "1",
+                 "--batch-size", "2", "--grad-accum", "1", "--max-tokens", "128", "--eval-fraction", "0",
+                 "--device", "cpu"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["steps"] == 2
+    scores = tmp_path / "scores.jsonl"
+    assert main(["value", "score", str(model), str(samples), "-o", str(scores), "--device", "cpu"]) == 0
+    rows = [json.loads(line) for line in scores.read_text().splitlines()]
+    assert [r["index"] for r in rows] == [0, 1, 2, 3]
+    assert all(-1 <= r["value"] <= 1 and "label" in r for r in rows)

@@ -1,0 +1,152 @@
+"""The value model on the real Gemma 3 270M backbone (CPU): training steps, save/load, scoring, resume.
+
+Paths here are short hand-written chats (tens of tokens) so that the default suite stays fast; the
+learning test on realistic paths is ``test_learning.py`` (slow).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from value_model.config import ModelConfig, TrainConfig
+from value_model.extract import Sample
+
+TASK = {"role": "user", "content": "Task: what is 6 times 7?"}
+
+
+def _path(code: str, observation: str) -> list[dict]:
+    return [TASK, {"role": "assistant", "content": f"Thought: compute it\nAction:\n```python\n{code}\n```"},
+            {"role": "user", "content": f"Observation:\n{observation}"}]
+
+
+HISTORIES = [
+    _path("print(6*7)", "42"),
+    _path("print(6*y)", "NameError: name 'y' is not defined"),
+    [TASK],
+    _path("x = 6 * 7\nprint('the product of six and seven is', x, 'which we report')", "the product ... 42"),
+]
+VALUES = [0.9, -0.8, 0.0, 0.7]
+
+
+def _samples() -> list[Sample]:
+    return [Sample(messages=tuple(h), text="", value=v, visits=1, value_sum=v) for h, v in zip(HISTORIES, VALUES)]
+
+
+def _train_config(**changes) -> TrainConfig:
+    values = dict(epochs=1, batch_size=2, grad_accumulation=1, learning_rate=1e-3, head_learning_rate=1e-3,
+                  eval_fraction=0.0, gradient_checkpointing=True, warmup_ratio=0.0, progress=False, device="cpu")
+    values.update(changes)
+    return TrainConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def trained(backbone: str, tmp_path_factory):
+    """Two optimizer steps with gradient checkpointing on; returns (model, before, out_dir, result)."""
+    from value_model.model import ValueModel
+    from value_model.train import train_value_model
+
+    config = ModelConfig(backbone=backbone, max_tokens=128)
+    model = ValueModel.create(config, device="cpu")
+    before = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    base_sums = {name: float(p.detach().double().sum()) for name, p in model.named_parameters()
+                 if not p.requires_grad}
+    out = tmp_path_factory.mktemp("value") / "model"
+    result = train_value_model(_samples(), config, _train_config(max_steps=2), out, model=model)
+    model.eval()
+    return model, before, base_sums, out, result
+
+
+def test_two_steps_change_lora_and_head_but_not_the_base(trained) -> None:
+    model, before, base_sums, _, result = trained
+    assert result.steps == 2
+    assert model.lm.is_gradient_checkpointing
+    after = dict(model.named_parameters())
+    lora_b = [n for n in before if "lora_B" in n]
+    lora_a = [n for n in before if "lora_A" in n]
+    head = [n for n in before if n.startswith("head.")]
+    assert lora_b and lora_a and len(head) == 2
+    assert set(before) == set(lora_a + lora_b + head)  # nothing else is trainable
+    # lora_B starts at zero: it moves only if checkpointed blocks really passed gradients to the adapters.
+    assert all(not torch.equal(before[n], after[n].detach()) for n in lora_b)
+    assert all(after[n].detach().abs().sum() > 0 for n in lora_b)
+    assert all(not torch.equal(before[n], after[n].detach()) for n in lora_a + head)
+    assert all(float(p.detach().double().sum()) == base_sums[n] for n, p in after.items() if n in base_sums)
+
+
+def test_saved_folder_has_adapter_head_and_config(trained) -> None:
+    _, _, _, out, _ = trained
+    assert (out / "adapter" / "adapter_model.safetensors").is_file()
+    assert (out / "value_head.safetensors").is_file()
+    config = json.loads((out / "value_config.json").read_text())
+    assert config["backbone"] and config["lora_r"] == 8 and config["max_tokens"] == 128
+    assert json.loads((out / "metrics.json").read_text())["steps"] == 2
+
+
+@pytest.fixture(scope="module")
+def scorer(trained):
+    from value_model.scorer import ValueScorer
+
+    return ValueScorer.load(trained[3], device="cpu", batch_size=8)
+
+
+def test_save_then_load_gives_identical_scores(trained, scorer) -> None:
+    from value_model.data import collate
+    from value_model.truncate import prepare_path
+
+    model = trained[0]
+    scorer.clear_cache()
+    scored = scorer.evaluate(HISTORIES)
+    ids = [prepare_path(h, scorer.tokenizer, 128).input_ids for h in HISTORIES]
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # the scorer's batch layout
+    input_ids, mask = collate([ids[i] for i in order], scorer.pad_id)
+    with torch.inference_mode():
+        direct = model(input_ids, mask).tolist()
+    expected = [0.0] * len(ids)
+    for i, v in zip(order, direct):
+        expected[i] = v
+    assert scored == expected
+    assert all(-1.0 <= v <= 1.0 for v in scored)
+    assert len(set(round(v, 6) for v in scored)) == len(scored)  # distinct paths get distinct values
+
+
+def test_scores_do_not_depend_on_batching_or_padding(scorer) -> None:
+    values = {}
+    for batch_size, sort in ((1, True), (4, False), (3, True)):
+        scorer.clear_cache()
+        scorer.batch_size, scorer.sort_by_length = batch_size, sort
+        values[batch_size] = scorer.evaluate(HISTORIES)
+    scorer.batch_size, scorer.sort_by_length = 8, True
+    assert values[1] == pytest.approx(values[4], abs=1e-5)
+    assert values[1] == pytest.approx(values[3], abs=1e-5)
+
+
+def test_cache_and_input_order(scorer) -> None:
+    from search.protocols import Value
+
+    assert isinstance(scorer, Value)
+    scorer.clear_cache()
+    hits, misses = scorer.cache_stats().hits, scorer.cache_stats().misses
+    first = scorer.evaluate(HISTORIES)
+    assert scorer.cache_stats().misses - misses == 4
+    reordered = scorer.evaluate([HISTORIES[2], HISTORIES[0], HISTORIES[0]])
+    assert reordered == [first[2], first[0], first[0]]
+    stats = scorer.cache_stats()
+    assert (stats.hits - hits, stats.misses - misses, stats.size) == (3, 4, 4)
+    assert scorer.evaluate([]) == []
+
+
+def test_training_resumes_from_its_checkpoint(backbone: str, tmp_path: Path) -> None:
+    from value_model.train import latest_checkpoint, train_value_model
+
+    config = ModelConfig(backbone=backbone, max_tokens=128)
+    out = tmp_path / "run"
+    settings = dict(batch_size=1, gradient_checkpointing=False, checkpoint_every=1)
+    first = train_value_model(_samples(), config, _train_config(max_steps=1, **settings), out)
+    assert first.steps == 1 and latest_checkpoint(out).name == "step-000001"
+    second = train_value_model(_samples(), config, _train_config(max_steps=3, **settings), out)
+    assert second.resumed_from == 1 and second.steps == 3
+    assert latest_checkpoint(out).name == "step-000003"
