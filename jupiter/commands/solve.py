@@ -33,7 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("task", type=Path, help="task JSON (our layout, NbQA, DABench or AIME)")
+    parser.add_argument("task", type=Path,
+                        help="task JSON (our layout, NbQA, DABench or AIME); with --ray, a file of many tasks "
+                             "(JSONL or a JSON list)")
     parser.add_argument("--llm", default="default",
                         help="policy spec: default | replay:FILE.json | http://HOST:PORT/v1#model=NAME | "
                              "vllm:PATH | hf:PATH (default: the embedded model)")
@@ -53,6 +55,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--data-dir", type=Path, default=None, help="folder holding the task's data files")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/<task id>-<time>)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    batch = parser.add_argument_group("batch solving on Ray")
+    batch.add_argument("--ray", action="store_true",
+                       help="solve every task of TASK (a JSONL/JSON list) on Ray; writes OUT/trees/, "
+                            "OUT/manifest.jsonl, OUT/summary.json; a rerun skips finished ids")
+    batch.add_argument("--ray-address", default=None,
+                       help="Ray cluster address (default: $RAY_ADDRESS, else a private local Ray)")
+    batch.add_argument("--labels", type=Path, default=None, help="DABench label JSONL joined to the tasks by id")
+    batch.add_argument("--workers", type=int, default=None, help="tree workers (default: what the cluster fits)")
     parser.set_defaults(handler=run)
     return parser
 
@@ -141,7 +151,38 @@ def _policy_stats(policy: Any) -> dict[str, Any] | None:
     return dict(vars(value)) if hasattr(value, "__dict__") else {"stats": str(value)}
 
 
+def run_batch_on_ray(args: argparse.Namespace) -> int:
+    """``--ray``: many tasks through the same machinery as ``search/collect.py``."""
+    import os
+
+    from jupiter.task import load_tasks
+    from search import Mode
+
+    tasks = load_tasks(args.task, data_dir=args.data_dir, labels=args.labels)
+    config, notes = _config(args, args.value_model is not None)
+    if config.mode is Mode.COLLECT:
+        unlabeled = [t.id for t in tasks if t.label is None]
+        if unlabeled:
+            raise TaskError(f"{args.task}: --mode collect needs labels; no label for {', '.join(unlabeled[:5])}")
+    if args.value_model is not None and not args.value_model.is_dir():
+        raise TaskError(f"--value-model {args.value_model}: folder not found")
+    from search.ray_driver import solve_tasks_ray
+
+    out = args.out or Path("runs") / f"batch-{time.strftime('%Y%m%d-%H%M%S')}"
+    summary = solve_tasks_ray(tasks, args.llm, config, out, value_model=args.value_model,
+                              address=args.ray_address or os.environ.get("RAY_ADDRESS"),
+                              workers=args.workers, seed=args.seed, progress=not args.no_progress)
+    for note in notes:
+        log.info(note)
+    to_dict = getattr(summary, "to_dict", None)
+    print(json.dumps(to_dict() if callable(to_dict) else vars(summary), default=str))
+    print(f"wrote {out}", file=sys.stderr)
+    return 1 if (summary.tree_errors or summary.gave_up) else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.ray:
+        return run_batch_on_ray(args)
     task = load_task_file(args.task, data_dir=args.data_dir)
     from jupiter.llm import PolicyError, load_policy
     from sandbox import Sandbox, SandboxConfig
