@@ -226,16 +226,15 @@ def run_dsbench(
     solver: Any = None,
 ) -> tuple[RunOutcome, dict[str, Any]]:
     """Simplify each task text (cached), search with the submission format, score every answer node's file."""
-    from benchmarks.dsbench.simplify import simplify_description
+    from benchmarks.dsbench.simplify import simplify_descriptions
 
     done = ResultsLog(options.out_dir / "results.jsonl").done_ids
-    tasks = []
-    for spec in data.specs:
-        description = None
-        if simplify and spec.name not in done:
-            text = (data.root / "task" / f"{spec.name}.txt").read_text(encoding="utf-8", errors="replace")
-            description = simplify_description(text, policy, options.out_dir / "simplified", model_key=model_key)
-        tasks.append(task_from_dsbench(data.root, spec.name, description=description))
+    descriptions: dict[str, str] = {}
+    if simplify:
+        texts = {s.name: (data.root / "task" / f"{s.name}.txt").read_text(encoding="utf-8", errors="replace")
+                 for s in data.specs if s.name not in done}
+        descriptions = simplify_descriptions(texts, policy, options.out_dir / "simplified", model_key=model_key)
+    tasks = [task_from_dsbench(data.root, s.name, description=descriptions.get(s.name)) for s in data.specs]
     capture = SubmissionCapture()
     inner = make_sandbox or sandbox_factory(config.cell_timeout)
     by_name = {s.name: s for s in data.specs}

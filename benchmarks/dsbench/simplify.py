@@ -1,7 +1,7 @@
 """Condensing a Kaggle competition page into a short modeling task, once per task and model (cached on disk).
 
 DSBench's task texts are whole competition pages: prizes, timelines, rules and links around a few lines that
-matter. Small models lose the thread in them, so before searching, the policy itself is asked to rewrite the
+matter. Small models lose the thread in them, so before searching, the policy itself is asked (one batched call for all tasks) to rewrite the
 page as a concise task statement: the prediction target, the input files and their key columns, the metric,
 and the exact layout of the submission file. The rewrite is cached under a key of (prompt version, model key,
 page text), so a rerun or a resumed run makes no model call; an empty or unusable rewrite falls back to the
@@ -14,9 +14,9 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-__all__ = ["SIMPLIFY_INSTRUCTIONS", "simplify_description", "PROMPT_VERSION"]
+__all__ = ["SIMPLIFY_INSTRUCTIONS", "simplify_descriptions", "simplify_description", "PROMPT_VERSION"]
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +36,33 @@ def _cache_key(text: str, model_key: str) -> str:
     return hashlib.sha256(f"{PROMPT_VERSION}\0{model_key}\0{text}".encode("utf-8")).hexdigest()[:24]
 
 
-def simplify_description(
-    text: str,
+def _messages(text: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": SIMPLIFY_INSTRUCTIONS},
+        {"role": "user", "content": f"Competition page:\n\n{text.strip()}\n\nConcise task statement:"},
+    ]
+
+
+def _read_cache(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["simplified"])
+    except (json.JSONDecodeError, KeyError, OSError):
+        log.warning("%s: unreadable cache entry, asking the model again", path)
+        return None
+
+
+def simplify_descriptions(
+    texts: Mapping[str, str],
     policy: Any,
     cache_dir: str | Path,
     model_key: str = "",
     max_tokens: int = 512,
     fallback_chars: int = 6000,
-) -> str:
-    """The condensed task statement for competition ``text`` (one greedy policy call, or the cache).
+) -> dict[str, str]:
+    """Condensed task statements for ``{name: competition text}``: cached ones from disk, the rest in ONE
+    batched greedy policy call.
 
     ``model_key`` names the model (e.g. the ``--llm`` spec) so that different models keep their own rewrites.
     Side effects: reads/writes ``cache_dir/<key>.json``.
@@ -52,25 +70,34 @@ def simplify_description(
     from jupiter.llm import SamplingParams
 
     cache_dir = Path(cache_dir)
-    path = cache_dir / f"{_cache_key(text, model_key)}.json"
-    if path.is_file():
-        try:
-            return str(json.loads(path.read_text(encoding="utf-8"))["simplified"])
-        except (json.JSONDecodeError, KeyError, OSError):
-            log.warning("%s: unreadable cache entry, asking the model again", path)
-    messages = [
-        {"role": "system", "content": SIMPLIFY_INSTRUCTIONS},
-        {"role": "user", "content": f"Competition page:\n\n{text.strip()}\n\nConcise task statement:"},
-    ]
-    params = SamplingParams(n=1, temperature=0.0, max_tokens=max_tokens, stop=("\n\n\n",))
-    completion = policy.generate([messages], params)[0][0]
-    simplified = (completion.text or "").strip()
-    if len(simplified) < 40:
-        log.warning("task simplification gave %d characters; using the original text", len(simplified))
-        return text.strip()[:fallback_chars]
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"model": model_key, "prompt_version": PROMPT_VERSION, "simplified": simplified,
-                               "original_chars": len(text)}, ensure_ascii=False), encoding="utf-8")
-    tmp.replace(path)
-    return simplified
+    out: dict[str, str] = {}
+    missing: list[tuple[str, Path]] = []
+    for name, text in texts.items():
+        path = cache_dir / f"{_cache_key(text, model_key)}.json"
+        cached = _read_cache(path)
+        if cached is not None:
+            out[name] = cached
+        else:
+            missing.append((name, path))
+    if missing:
+        params = SamplingParams(n=1, temperature=0.0, max_tokens=max_tokens, stop=("\n\n\n",))
+        outputs = policy.generate([_messages(texts[name]) for name, _ in missing], params)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        for (name, path), completions in zip(missing, outputs):
+            simplified = (completions[0].text or "").strip() if completions else ""
+            if len(simplified) < 40:
+                log.warning("task %s: simplification gave %d characters; using the original text", name, len(simplified))
+                out[name] = texts[name].strip()[:fallback_chars]
+                continue
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"task": name, "model": model_key, "prompt_version": PROMPT_VERSION,
+                                       "simplified": simplified, "original_chars": len(texts[name])},
+                                      ensure_ascii=False), encoding="utf-8")
+            tmp.replace(path)
+            out[name] = simplified
+    return out
+
+
+def simplify_description(text: str, policy: Any, cache_dir: str | Path, model_key: str = "", **options: Any) -> str:
+    """One task's condensed statement (see ``simplify_descriptions``)."""
+    return simplify_descriptions({"task": text}, policy, cache_dir, model_key, **options)["task"]

@@ -118,3 +118,22 @@ def test_perfect_submission_reaches_gt_on_every_official_task(bench_shared):
         assert score.ok, (spec.name, score.error)
         assert score.value == pytest.approx(spec.gt, abs=1e-6), spec.name
         assert score.normalized == pytest.approx(1.0, abs=1e-6), spec.name
+
+
+def test_simplification_is_batched_and_cached(tmp_path):
+    from benchmarks.dsbench.simplify import simplify_descriptions
+    from jupiter.llm import ReplayPolicy
+
+    policy = ReplayPolicy(rules=[
+        {"match": "alpha", "replies": ["Predict the alpha target from train.csv and write id,target to submission.csv."]},
+        {"match": "beta", "replies": ["too short"]},
+    ])
+    texts = {"a": "Competition alpha: prizes, rules, and a target.", "b": "Competition beta."}
+    first = simplify_descriptions(texts, policy, tmp_path, model_key="m1")
+    assert first["a"].startswith("Predict the alpha") and first["b"] == texts["b"]  # unusable → original text
+    assert policy.stats().calls == 1  # one batched call for both tasks
+    again = simplify_descriptions(texts, policy, tmp_path, model_key="m1")
+    assert again["a"] == first["a"] and policy.stats().calls == 2  # only the uncached task asked again
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    simplify_descriptions({"a": texts["a"]}, policy, tmp_path, model_key="m2")  # another model: its own entry
+    assert len(list(tmp_path.glob("*.json"))) == 2
