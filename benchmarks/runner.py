@@ -68,7 +68,8 @@ def solver_for(ray: bool, llm_spec: str = "", value_model: str | Path | None = N
     try:
         if importlib.util.find_spec("ray") is None:
             raise ImportError("No module named 'ray'")
-        from search import ray_driver
+        # import_module (not ``from search import``) so a module already loaded as an attribute is re-checked
+        ray_driver = importlib.import_module("search.ray_driver")
     except ImportError as exc:
         raise RayUnavailableError(
             f"--ray needs search/ray_driver.py and Ray installed (pip install 'jupiter-nbsearch[ray]'); "
