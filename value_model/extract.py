@@ -10,7 +10,8 @@ ancestor of each sampled node, label each node with its own Q, and de-duplicate 
 Nodes are read as plain dicts with the paper's fields (``tag, depth, messages, is_terminal, visit_count,
 value_sum, value``) — tags "0", "0.1", "0.1.2" define the parents — so both the paper's files and ours
 (which add ``status``, ``final_answer``, ``reward``, ...) are read without importing the search package.
-A file holds a list of nodes, an object with a ``nodes`` list, or (``.jsonl``) one such tree per line.
+A file holds a list of nodes, an object with a ``nodes`` list, an object ``{tag: node}``, or (``.jsonl``)
+one such tree per line.
 """
 
 from __future__ import annotations
@@ -124,7 +125,12 @@ def read_trees(path: str | Path) -> Iterator[list[dict[str, Any]]]:
     else:
         docs = [(str(path), _loads(text, str(path)))]
     for where, doc in docs:
-        nodes = doc.get("nodes") if isinstance(doc, dict) else doc
+        nodes = doc
+        if isinstance(doc, dict):
+            if isinstance(doc.get("nodes"), list):
+                nodes = doc["nodes"]
+            elif doc and all(isinstance(v, dict) for v in doc.values()):  # {tag: node}
+                nodes = [dict(v, tag=v.get("tag", k)) for k, v in doc.items()]
         if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
             raise ExtractError(f"{where}: expected a list of nodes or an object with a 'nodes' list")
         for node in nodes:

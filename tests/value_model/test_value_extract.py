@@ -158,3 +158,30 @@ def test_errors_name_the_file(tmp_path: Path) -> None:
     broken.write_text("{")
     with pytest.raises(ExtractError, match="broken.json: invalid JSON"):
         extract_samples([broken])
+
+
+def test_tree_written_by_the_search_package_is_read(tmp_path: Path) -> None:
+    """Integration with ``search.tree_io``: a real Tree saved in our format, with an infrastructure failure."""
+    tree_io = pytest.importorskip("search.tree_io")
+    from jupiter.task import Task
+    from search.tree import NodeStatus, TerminalReason, Tree
+
+    task = Task(id="t", question="What is the mean of a?", format="@mean[value]", label="@mean[2]")
+    tree = Tree(task)
+    tree.root.visit_count, tree.root.value_sum = 3, -1.0
+    step = tree.add_child(tree.root, thought="look", code="print(2)", observation="2", status=NodeStatus.CODE_OK,
+                          exec_status="ok", visit_count=2, value_sum=0.0)
+    good = tree.add_child(step, thought="done", final_answer="@mean[2]", status=NodeStatus.ANSWER,
+                          terminal=TerminalReason.ANSWER, visit_count=1, value_sum=1.0)
+    lost = tree.add_child(step, thought="run", code="while True: pass", observation="timeout",
+                          status=NodeStatus.INFRASTRUCTURE, exec_status="timeout",
+                          terminal=TerminalReason.INFRASTRUCTURE, visit_count=1, value_sum=-1.0)
+    bad = tree.add_child(tree.root, thought="guess", final_answer="@mean[7]", status=NodeStatus.ANSWER,
+                         terminal=TerminalReason.ANSWER, visit_count=1, value_sum=-1.0)
+    path = tree_io.save_tree(tree, tmp_path / "ours.json")
+    samples = extract_samples([path])
+    got = {s.sources[0].split("#")[1]: s.value for s in samples}
+    assert got == {"0": pytest.approx(-1 / 3), step.tag: 0.0, good.tag: 1.0, bad.tag: -1.0}
+    assert lost.tag not in got
+    by_tag = {s.sources[0].split("#")[1]: s for s in samples}
+    assert list(by_tag[good.tag].messages) == tree.messages(good)
