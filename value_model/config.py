@@ -64,6 +64,7 @@ class ModelConfig:
     # make training cheaper: no gradient flows below the lowest adapted layer
     head_dropout: float = 0.1
     head_init_std: float = 1e-3  # small Gaussian init: the untrained head predicts ≈ 0 for every state
+    head_center_momentum: float = 0.05  # running-mean rate of the head's feature centering (see ValueHead)
     max_tokens: int = DEFAULT_MAX_TOKENS  # truncation budget of one path, in backbone tokens
     template: TemplateName = TemplateName.GEMMA
 
@@ -74,6 +75,8 @@ class ModelConfig:
         _check(self.lora_alpha > 0, owner, "lora_alpha", f"must be > 0, got {self.lora_alpha!r}")
         _check(0.0 <= self.lora_dropout < 1.0, owner, "lora_dropout", f"must be in [0, 1), got {self.lora_dropout!r}")
         _check(0.0 <= self.head_dropout < 1.0, owner, "head_dropout", f"must be in [0, 1), got {self.head_dropout!r}")
+        _check(0.0 < self.head_center_momentum <= 1.0, owner, "head_center_momentum",
+               f"must be in (0, 1], got {self.head_center_momentum!r}")
         _check(self.head_init_std > 0, owner, "head_init_std", f"must be > 0, got {self.head_init_std!r}")
         _check(len(self.lora_targets) > 0, owner, "lora_targets", "name at least one module")
         _check(isinstance(self.max_tokens, int) and self.max_tokens >= 32, owner, "max_tokens",

@@ -1,6 +1,8 @@
 """The value model: a causal-LM backbone with LoRA adapters and a small value head on top.
 
-value(path) = tanh(w · dropout(mean of the backbone's last hidden states over the path's real tokens) + b)
+value(path) = tanh(w · dropout(mean of the backbone's last hidden states over the path's real tokens − c) + b)
+
+(c: a running mean of the pooled features, see ``ValueHead``).
 
 The head is its own module wrapped around the backbone (as TRL's value head is), not a subclass of it, so
 any Hugging Face causal LM works and the base weights stay untouched and frozen. Pooling and the head run in
@@ -81,10 +83,22 @@ def load_tokenizer(backbone: str) -> Any:
 
 
 class ValueHead(nn.Module):
-    """dropout → linear(hidden → 1) → tanh, in fp32. Small Gaussian init: an untrained head says ≈ 0."""
+    """center → dropout → linear(hidden → 1) → tanh, in fp32. Small Gaussian init: an untrained head says ≈ 0.
 
-    def __init__(self, hidden_size: int, dropout: float = 0.1, init_std: float = 1e-3) -> None:
+    Why the centering: mean-pooled hidden states of every path share a large common vector (the system and
+    task turns are the same in all paths of a task; on Gemma 3 270M the pooled vector has norm ≈ 70 while
+    paths differ by ≈ 0.3 per dimension). With Adam, each step then moves all values together far more than
+    it separates them, and short runs oscillate or saturate the tanh. Subtracting a running mean of the
+    pooled features (a buffer, not a parameter: updated in training mode, frozen in eval mode, saved with
+    the head) removes that common vector and makes the regression well conditioned.
+    """
+
+    def __init__(self, hidden_size: int, dropout: float = 0.1, init_std: float = 1e-3,
+                 center_momentum: float = 0.05) -> None:
         super().__init__()
+        self.center_momentum = center_momentum
+        self.register_buffer("center", torch.zeros(hidden_size, dtype=torch.float32))
+        self.register_buffer("center_updates", torch.zeros((), dtype=torch.float32))
         self.dropout = nn.Dropout(dropout)
         self.linear = nn.Linear(hidden_size, 1, dtype=torch.float32)
         nn.init.normal_(self.linear.weight, mean=0.0, std=init_std)
@@ -92,7 +106,13 @@ class ValueHead(nn.Module):
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
         """pooled: [batch, hidden] → values [batch] in (-1, 1), fp32."""
-        return torch.tanh(self.linear(self.dropout(pooled.float()))).squeeze(-1)
+        features = pooled.float()
+        if self.training:
+            with torch.no_grad():  # exact mean over the first batches, then an exponential moving average
+                rate = max(self.center_momentum, 1.0 / (float(self.center_updates) + 1.0))
+                self.center.mul_(1.0 - rate).add_(features.mean(dim=0), alpha=rate)
+                self.center_updates.add_(1.0)
+        return torch.tanh(self.linear(self.dropout(features - self.center))).squeeze(-1)
 
 
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -147,7 +167,7 @@ class ValueModel(nn.Module):
             peft_model = get_peft_model(lm, lora)
         except ValueError as exc:
             raise ConfigError(f"ModelConfig.lora_targets: {exc}") from exc
-        head = ValueHead(lm.config.hidden_size, config.head_dropout, config.head_init_std)
+        head = ValueHead(lm.config.hidden_size, config.head_dropout, config.head_init_std, config.head_center_momentum)
         return cls(lm, peft_model, head, config).to(device)
 
     @classmethod
@@ -167,7 +187,7 @@ class ValueModel(nn.Module):
         if not (adapter / "adapter_config.json").is_file():
             raise ModelLoadError(f"{adapter}: no LoRA adapter here (adapter_config.json missing)")
         peft_model = PeftModel.from_pretrained(lm, str(adapter), is_trainable=trainable)
-        head = ValueHead(lm.config.hidden_size, config.head_dropout, config.head_init_std)
+        head = ValueHead(lm.config.hidden_size, config.head_dropout, config.head_init_std, config.head_center_momentum)
         head_file = directory / HEAD_FILE
         if not head_file.is_file():
             raise ModelLoadError(f"{head_file}: value head weights missing")

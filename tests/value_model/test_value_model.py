@@ -150,3 +150,22 @@ def test_training_resumes_from_its_checkpoint(backbone: str, tmp_path: Path) -> 
     second = train_value_model(_samples(), config, _train_config(max_steps=3, **settings), out)
     assert second.resumed_from == 1 and second.steps == 3
     assert latest_checkpoint(out).name == "step-000003"
+
+
+def test_head_centers_in_training_and_freezes_in_eval() -> None:
+    from value_model.model import ValueHead, mean_pool
+
+    head = ValueHead(4, dropout=0.0, init_std=0.1, center_momentum=0.5)
+    batch = torch.tensor([[10.0, 0, 0, 0], [12.0, 0, 0, 0]])
+    head.train()
+    head(batch)
+    assert head.center.tolist() == [11.0, 0, 0, 0]  # the first batch's mean, exactly
+    head.eval()
+    before = head.center.clone()
+    values = head(batch)
+    assert torch.equal(head.center, before)
+    assert values.dtype == torch.float32 and values.shape == (2,) and bool((values.abs() < 1).all())
+    assert set(head.state_dict()) == {"center", "center_updates", "linear.weight", "linear.bias"}
+    # padding never counts in the mean
+    hidden = torch.tensor([[[1.0], [3.0], [100.0]]])
+    assert mean_pool(hidden, torch.tensor([[1, 1, 0]])).tolist() == [[2.0]]
