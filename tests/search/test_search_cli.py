@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from jupiter.cli import main
+from jupiter.cli import build_parser, main
 
 from search_dabench import final, step
 
@@ -127,12 +128,26 @@ def test_value_model_package_without_scorer_exits_2(tmp_path, monkeypatch, capsy
     assert "ValueScorer is not available" in capsys.readouterr().err
 
 
+def _readme_solve_args(repo: Path) -> list[str]:
+    """The arguments of the `jupiter solve` in the README's first command, exactly as written there."""
+    for line in (repo / "README.md").read_text(encoding="utf-8").splitlines()[:10]:
+        if "jupiter solve" in line:
+            return shlex.split(line.split("jupiter solve", 1)[1])
+    raise AssertionError("README.md: no `jupiter solve` command in its first lines")
+
+
+def test_readme_first_command_names_the_bundled_example(repo_dir):
+    args = _readme_solve_args(repo_dir)
+    assert (repo_dir / args[0]).resolve() == EXAMPLE.resolve()
+    assert build_parser().parse_args(["solve", *args]).handler is not None
+
+
 @pytest.mark.slow
-def test_readme_example_on_the_embedded_default_model(tmp_path, capsys):
-    """The README's first command: the bundled example on the default CPU model, small budget."""
+def test_readme_example_on_the_embedded_default_model(tmp_path, capsys, repo_dir):
+    """The README's first command (as written there): the bundled example on the default CPU model."""
     out = tmp_path / "run"
-    code = main(["solve", str(EXAMPLE), "--iterations", "4", "--expansions", "2", "--max-tokens", "256",
-                 "--out", str(out), "--no-progress"])
+    args = _readme_solve_args(repo_dir)
+    code = main(["solve", str(repo_dir / args[0]), *args[1:], "--out", str(out), "--no-progress"])
     assert code in (0, 1)  # a 270M base model may well find no answer; the run itself must work
     result = json.loads((out / "result.json").read_text())
     assert result["model_calls"] >= 1 and result["nodes"] >= 2
