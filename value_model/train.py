@@ -106,7 +106,8 @@ def train_value_model(samples: Sequence[Sample], model_config: ModelConfig, conf
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     device = pick_device(config.device)
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(config.seed)
         return _train(samples, model_config, config, output_dir, device, resume, model)
 

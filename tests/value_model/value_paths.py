@@ -25,9 +25,16 @@ def record_messages(record: dict) -> list[dict]:
     return build_messages(task, turns)
 
 
-def learnable_samples() -> list[Sample]:
+#: Every kind in the data: high Q (correct answer 0.9, the answer's parent state 0.4) and low Q (last cell
+#: errored −0.6, repeats itself −0.9).
+LEARNABLE_KINDS = ("answer", "progress", "error", "repeat")
+
+
+def learnable_samples(kinds: tuple[str, ...] = LEARNABLE_KINDS) -> list[Sample]:
     samples = []
     for record in load_records():
+        if record["kind"] not in kinds:
+            continue
         messages = record_messages(record)
         samples.append(Sample(messages=tuple(messages), text=render_prompt(messages, GEMMA), value=record["value"],
                               visits=1, value_sum=record["value"]))
