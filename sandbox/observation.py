@@ -25,14 +25,57 @@ def cut_middle(text: str, max_chars: int) -> str:
     return f"{text[:head]}\n... [{omitted} characters omitted] ...\n{text[-tail:]}"
 
 
+_CELL_FRAME = re.compile(r"^(Cell In\[\d+\], line \d+|Input In \[\d+\])")
+_FILE_FRAME = re.compile(r"^File (?P<path>[^\s:][^:]*):(?P<line>\d+)(?P<rest>, in .*)?$")
+_HOST_PREFIX = re.compile(r"^.*/(?:site-packages|dist-packages|lib/python\d+\.\d+)/")
+_LIBRARY_FRAMES_KEPT = 3
+
+
+def _frames(lines: list[str]) -> list[list[str]]:
+    """Group traceback lines into frames (each starts at a ``Cell In[..]`` or ``File ...`` header)."""
+    frames: list[list[str]] = []
+    for line in lines:
+        if _CELL_FRAME.match(line) or _FILE_FRAME.match(line) or not frames:
+            frames.append([line])
+        else:
+            frames[-1].append(line)
+    return frames
+
+
+def _library_header(line: str) -> str:
+    """``File /host/.../site-packages/pandas/x.py:12, in f(a)`` → ``File pandas/x.py:12, in f(a)``."""
+    match = _FILE_FRAME.match(line)
+    if match is None:
+        return line
+    return f"File {_HOST_PREFIX.sub('', match['path'])}:{match['line']}{match['rest'] or ''}"
+
+
 def short_traceback(traceback: Iterable[str], max_lines: int = _TRACEBACK_LINES) -> str:
-    """The last ``max_lines`` lines of a (coloured) traceback, plain text; the final ``ename: evalue`` line of
-    IPython tracebacks is dropped because the caller prints it."""
+    """A short plain-text traceback for the model: where in *its own code* the error happened.
+
+    Frames of the user's cells keep their source context; frames inside libraries are cut to their header
+    line, with host paths made package-relative (``pandas/core/frame.py:3761, in DataFrame.__getitem__``)
+    and only the innermost few kept. The banner line and IPython's final ``ename: evalue`` line are dropped
+    (the caller prints the error line itself). At most about ``max_lines`` lines, the last cell frame first
+    to be kept.
+    """
     lines = strip_ansi("\n".join(traceback)).splitlines()
     lines = [line for line in lines if line.strip() and not set(line.strip()) <= {"-"}]
     if lines:
         lines = lines[:-1]
-    return "\n".join(lines[-max_lines:])
+    if lines and "Traceback (most recent call last)" in lines[0]:
+        lines = lines[1:]
+    frames = _frames(lines)
+    if not any(_CELL_FRAME.match(f[0]) for f in frames):
+        return "\n".join(lines[-max_lines:])  # not an IPython cell traceback: keep the tail as it is
+    last_cell = max(i for i, f in enumerate(frames) if _CELL_FRAME.match(f[0]))
+    cell_part = [line for f in frames[: last_cell + 1] if _CELL_FRAME.match(f[0]) for line in f]
+    library = [_library_header(f[0]) for f in frames[last_cell + 1:]]
+    if len(library) > _LIBRARY_FRAMES_KEPT:
+        hidden = len(library) - _LIBRARY_FRAMES_KEPT
+        library = [f"... {hidden} more frame(s) inside libraries ..."] + library[-_LIBRARY_FRAMES_KEPT:]
+    budget = max(max_lines - len(library), 4)
+    return "\n".join(cell_part[-budget:] + library)
 
 
 def _plain(data: dict[str, Any]) -> str:
