@@ -11,13 +11,13 @@ fields added by the runner (``extra``).
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
+
+from jupiter.appendlog import append_record, read_records, repair_tail, write_records
 
 __all__ = ["CandidateRecord", "TaskRecord", "ResultsLog", "record_from_result", "candidate_iteration",
            "iteration_numbers", "write_jsonl"]
@@ -214,27 +214,11 @@ class ResultsLog:
 
     def _repair(self) -> None:
         """Drop a torn last line left by a crash, so appends start on a fresh line."""
-        if not self.path.is_file():
-            return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            cut = data.rfind(b"\n") + 1
-            log.warning("%s: dropping an incomplete last line (%d bytes)", self.path, len(data) - cut)
-            with open(self.path, "r+b") as handle:
-                handle.truncate(cut)
+        repair_tail(self.path)
 
     def _read_raw(self) -> Iterator[dict[str, Any]]:
-        if not self.path.is_file():
-            return
-        for number, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                log.warning("%s:%d: skipping a line that is not JSON", self.path, number)
-                continue
-            if isinstance(record, dict) and "id" in record:
+        for record in read_records(self.path):
+            if "id" in record:
                 record["id"] = str(record["id"])
                 yield record
 
@@ -244,14 +228,10 @@ class ResultsLog:
 
     def append(self, record: TaskRecord) -> bool:
         """Write ``record`` (False, and nothing written, when its id is already done)."""
-        line = json.dumps(record.to_dict(), ensure_ascii=False, default=str)
         with self._lock:
             if record.id in self._done:
                 return False
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+            append_record(self.path, record.to_dict(), default=str)
             self._done.add(record.id)
         return True
 
@@ -268,9 +248,4 @@ class ResultsLog:
 
 def write_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
     """Write rows as JSONL in one go (for derived files such as the official ``responses.jsonl``)."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-    os.replace(tmp, path)
+    write_records(path, rows, default=str)

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from jupiter.appendlog import append_record, read_records
+
 __all__ = [
     "TaskStatus",
     "DeathCause",
@@ -125,26 +127,16 @@ class Manifest:
 
     def append(self, record: ManifestRecord) -> None:
         """Append one record and make it durable (flush + fsync) before returning."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(record.to_dict(), ensure_ascii=False, sort_keys=True)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        append_record(self.path, record.to_dict(), sort_keys=True)
 
     def read(self) -> list[ManifestRecord]:
         """Every readable record, oldest first. A torn or foreign line is logged and skipped."""
-        if not self.path.is_file():
-            return []
         records = []
-        with open(self.path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(ManifestRecord.from_dict(json.loads(line)))
-                except (json.JSONDecodeError, TypeError, ValueError) as exc:
-                    log.warning("%s:%d: skipping an unreadable manifest line (%s)", self.path, number, exc)
+        for number, raw in enumerate(read_records(self.path), 1):
+            try:
+                records.append(ManifestRecord.from_dict(raw))
+            except (TypeError, ValueError, KeyError) as exc:
+                log.warning("%s: skipping unreadable manifest record %d (%s)", self.path, number, exc)
         return records
 
     def latest(self) -> dict[str, ManifestRecord]:
