@@ -226,19 +226,20 @@ class Server:
         self.needs_pdeathsig = False
         self.children = set()
         self.shell = _make_shell()
-        self._fault_file = None
+        self._fault_fd = None
         self._arm_faulthandler()
 
     # ---- process plumbing -------------------------------------------------------------------------------
     def _arm_faulthandler(self):
-        if self._fault_file is not None:
-            self._fault_file.close()
+        # A raw descriptor, not a Python file object: this runs on every branch's critical path.
+        if self._fault_fd is not None:
+            os.close(self._fault_fd)
         path = os.path.join(self.fault_dir, f"{os.getpid()}.txt")
         try:
-            self._fault_file = open(path, "w")  # noqa: SIM115 - lives as long as the process
-            faulthandler.enable(file=self._fault_file)
+            self._fault_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            faulthandler.enable(file=self._fault_fd)
         except OSError:
-            self._fault_file = None
+            self._fault_fd = None
 
     def _threads(self):
         try:
@@ -305,7 +306,7 @@ class Server:
         os.setpgid(0, 0)
         dest = request["workspace"]
         if request.get("copy", True):
-            shutil.copytree(os.getcwd(), dest, symlinks=True)
+            _copy_workspace(os.getcwd(), dest)
         os.chdir(dest)
         os.environ["PWD"] = dest
         self._arm_faulthandler()
@@ -383,6 +384,22 @@ class Server:
             else:
                 reply = {"op": "error", "message": f"unknown op {op!r}"}
             protocol.send_frame(self.conn, reply)
+
+
+def _copy_workspace(src, dest):
+    """Copy a state's working folder for its branch: folders and files copied, symlinks (the read-only inputs)
+    re-created as links. A lean ``shutil.copytree``: it runs in every new child, where each Python object it
+    touches costs a copy-on-write page fault, and a workspace is usually one folder of input links."""
+    os.mkdir(dest, os.stat(src).st_mode & 0o7777)
+    with os.scandir(src) as entries:
+        for entry in entries:
+            target = os.path.join(dest, entry.name)
+            if entry.is_symlink():
+                os.symlink(os.readlink(entry.path), target)
+            elif entry.is_dir():
+                _copy_workspace(entry.path, target)
+            else:
+                shutil.copy2(entry.path, target)
 
 
 def _reap(_signum, _frame):

@@ -68,9 +68,9 @@ def build_path(box: Sandbox, table: Path, depth: int):
     return state
 
 
-def branch_times(box: Sandbox, state, k: int) -> list[float]:
+def branch_times(box: Sandbox, state, k: int, rounds: int = 1) -> list[float]:
     times = []
-    for _ in range(k):
+    for _ in range(k * rounds):
         t0 = time.perf_counter()
         child = state.branch()
         ex = child.run(PROBE)
@@ -95,17 +95,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object (the only mode)")
     parser.add_argument("-k", type=int, default=3, help="children per state (default 3)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds of K children per fork measurement; the median is over all (default 5)")
     parser.add_argument("--skip-replay", action="store_true", help="measure the fork backend only")
+    parser.add_argument("--no-huge-pages", action="store_true",
+                        help="4 KiB pages for the runtime heap (SandboxConfig.huge_pages=False), for comparison")
     args = parser.parse_args(argv)
     table = shared_dir() / "benchmarks" / "dabench" / "tables" / TABLE
     if not table.exists():
         raise SystemExit(f"benchmark table not found: {table} (set JUPITER_SHARED)")
-    result: dict[str, object] = {"table": TABLE, "k": args.k, "depths": list(DEPTHS)}
-    with Sandbox(SandboxConfig(timeout_s=300)) as box:
+    result: dict[str, object] = {"table": TABLE, "k": args.k, "rounds": args.rounds, "depths": list(DEPTHS)}
+    result["huge_pages"] = not args.no_huge_pages
+    with Sandbox(SandboxConfig(timeout_s=300, huge_pages=not args.no_huge_pages)) as box:
         result["isolated"] = box.isolation.bwrap
         for d in DEPTHS:
             state = build_path(box, table, d)
-            fork = branch_times(box, state, args.k)
+            fork = branch_times(box, state, args.k, args.rounds)
             cell = cell_times(state, args.k)
             result[f"fork_ms_d{d}"] = _ms(statistics.median(fork))
             result[f"cell_ms_d{d}"] = _ms(statistics.median(cell))

@@ -6,7 +6,7 @@ import threading
 import nbformat
 import pytest
 
-from sandbox import ExecStatus, WorkspaceError
+from sandbox import ExecStatus, Sandbox, SandboxConfig, WorkspaceError
 from sandbox.notebook import to_notebook
 
 
@@ -73,6 +73,27 @@ def test_files_are_state_per_branch(sb, data_csv):
     ex = a.run("open('data.csv', 'w').write('overwritten')")
     assert ex.status is ExecStatus.ERROR and ex.error.ename in ("PermissionError", "OSError")
     assert data_csv.read_text().startswith("a,b")
+
+
+def test_branch_copies_nested_folders_files_and_links(sb, data_csv):
+    root = sb.open_root([data_csv])
+    root.run("import os\nos.makedirs('out/deep', mode=0o750)\nopen('out/deep/m.txt', 'w').write('model')\n"
+             "os.symlink('../data.csv', 'out/link.csv')\nos.chmod('out/deep/m.txt', 0o600)")
+    child = root.branch()
+    code = ("import os, stat\n(open('out/deep/m.txt').read(), os.readlink('out/link.csv'), "
+            "open('out/link.csv').read()[:3], oct(stat.S_IMODE(os.stat('out/deep').st_mode)), "
+            "oct(stat.S_IMODE(os.stat('out/deep/m.txt').st_mode)))")
+    assert child.run(code).result == "('model', '../data.csv', 'a,b', '0o750', '0o600')"
+    child.run("open('out/deep/m.txt', 'w').write('changed')")
+    assert root.run("open('out/deep/m.txt').read()").result == "'model'"
+
+
+def test_runtime_heap_asks_for_huge_pages_unless_turned_off(tmp_path):
+    code = "import os; os.environ.get('GLIBC_TUNABLES', '')"
+    with Sandbox(SandboxConfig(timeout_s=60)) as box:
+        assert "glibc.malloc.hugetlb=1" in box.open_root().run(code).result
+    with Sandbox(SandboxConfig(timeout_s=60, huge_pages=False)) as box:
+        assert "hugetlb" not in box.open_root().run(code).result
 
 
 def test_status_for_exits_input_and_flood(sb):

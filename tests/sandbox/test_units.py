@@ -22,11 +22,23 @@ def test_config_defaults_and_enum_coercion():
 @pytest.mark.parametrize("field,value", [
     ("backend", "docker"), ("timeout_s", 0), ("max_live_states", 0), ("memory_limit_mb", 10),
     ("max_output_chars", 5), ("isolation", "chroot"), ("run_as_uid", 0), ("kernel_name", ""),
-    ("preload_modules", "numpy"), ("max_memory_mb", -1),
+    ("preload_modules", "numpy"), ("max_memory_mb", -1), ("huge_pages", "yes"),
 ])
 def test_config_errors_name_the_field(field, value):
     with pytest.raises(ConfigError, match=f"SandboxConfig.{field}"):
         SandboxConfig(**{field: value})
+
+
+def test_runtime_env_merges_the_huge_page_tunable(monkeypatch, tmp_path):
+    from sandbox.runtime import runtime_env
+    from sandbox.workspace import Layout
+
+    layout = Layout(tmp_path, shared_writable=False)
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0")
+    env = runtime_env(layout, huge_pages=True)
+    assert env["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
+    assert runtime_env(layout)["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0"
+    assert env["OMP_NUM_THREADS"] == "1"
 
 
 def test_cut_middle_keeps_head_and_tail_and_says_how_much():
