@@ -3,12 +3,16 @@
 Kernels cannot fork, so ``branch()`` starts a kernel in a fresh workspace and replays the recorded cells (the
 paper's method). It is the reference the fork backend is tested against, and the way to run non-Python
 kernels. Outputs are matched to their cell by the parent message id; a cell is finished when both its
-``execute_reply`` and the ``idle`` status arrived. No bubblewrap here: rlimits and isolation are the kernel's.
+``execute_reply`` and the ``idle`` status arrived. The config's rlimits are applied to each kernel process (set
+between fork and exec, so any kernel language gets them); there is no bubblewrap on this backend.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import queue
+import resource
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -21,6 +25,19 @@ from sandbox.workspace import Layout
 __all__ = ["KernelFactory", "KernelRuntime"]
 
 log = logging.getLogger(__name__)
+
+
+_RLIMITS = {"as": resource.RLIMIT_AS, "cpu": resource.RLIMIT_CPU, "nproc": resource.RLIMIT_NPROC,
+            "fsize": resource.RLIMIT_FSIZE}
+
+
+def _limit_kernel(rlimits: dict[str, int | None]) -> None:
+    """Runs in the kernel's process between fork and exec: rlimits survive exec, and so does an ignored
+    SIGXFSZ (a too-large file becomes an error in the cell instead of killing the kernel)."""
+    for name, value in rlimits.items():
+        if value is not None:
+            resource.setrlimit(_RLIMITS[name], (value, value))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
 class KernelFactory:
@@ -69,7 +86,8 @@ class KernelRuntime:
         env.pop("JPY_PARENT_PID", None)
         try:
             self._km.start_kernel(cwd=str(workspace), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  extra_arguments=["--HistoryManager.enabled=False"])
+                                  extra_arguments=["--HistoryManager.enabled=False"],
+                                  preexec_fn=functools.partial(_limit_kernel, config.rlimits()))
             self._kc = self._km.blocking_client()
             self._kc.start_channels()
             self._kc.wait_for_ready(timeout=config.startup_timeout_s)

@@ -71,3 +71,16 @@ def test_kernel_timeout_then_parent_works(both):
     ex = root.branch().run("while True: pass", timeout=2)
     assert ex.status is ExecStatus.TIMEOUT
     assert root.run("print(y)").stdout == "2\n"
+
+
+def test_kernel_runs_under_the_configured_rlimits():
+    config = SandboxConfig(backend="kernel", timeout_s=60, memory_limit_mb=1024, max_file_size_mb=1, cpu_limit_s=600)
+    with Sandbox(config) as box:
+        root = box.open_root()
+        limits = root.run("import resource\n[resource.getrlimit(r)[0] for r in "
+                          "(resource.RLIMIT_AS, resource.RLIMIT_FSIZE, resource.RLIMIT_CPU)]")
+        assert limits.result == f"[{1024 * 2**20}, {2**20}, 600]"
+        assert root.run("b = bytearray(2 * 1024**3)").status is ExecStatus.MEMORY_LIMIT
+        too_large = root.run("open('big.bin', 'wb').write(b'x' * (2 * 1024**2))")
+        assert too_large.status is ExecStatus.ERROR and "File too large" in too_large.error.evalue
+        assert root.run("1 + 1").result == "2"

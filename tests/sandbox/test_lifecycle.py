@@ -34,12 +34,13 @@ def _wait_gone(pids: set[int], seconds: float = 10.0) -> set[int]:
 
 
 def test_state_cycles_return_fds_and_processes_to_baseline():
+    """1,000 runtime starts and stops (500 roots, each branched once) leave no fd, process or folder behind."""
     with Sandbox(LIGHT) as box:
         warm = box.open_root()
         warm.run("1")
         warm.close()
         fds, procs = _fds(), _descendants()
-        for i in range(100):
+        for i in range(500):
             state = box.open_root()
             child = state.branch()
             assert child.run(f"{i} + 1").result == str(i + 1)
