@@ -1,9 +1,10 @@
 """A small chat client for any OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp server, hosted APIs).
 
-Why not the policy backends in ``jupiter.llm``: the pipeline's LLM stages need one plain chat call with
-strict retry semantics and token/cost accounting, not sampling of n continuations; keeping it here keeps
-the pipeline usable without the search stack. Connection errors, timeouts, 429 and 5xx are retried with
-exponential back-off (honouring ``Retry-After``); other 4xx fail at once. ``sleep`` is injectable.
+Why not the policy backend (``jupiter.llm.openai_http``): the pipeline's LLM stages need one plain chat call
+per prompt (JSON mode, per-call temperature) with token and cost accounting, not sampling of n continuations.
+What both share is the retry rule, ``jupiter.llm.retry``: connection errors, timeouts, 429 and 502/503/504 (and
+500) are retried with exponential back-off honouring ``Retry-After``; other statuses fail at once. ``sleep``
+is injectable.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import requests
+
+from jupiter.llm.retry import Backoff, TransportFailure, send_with_retries
 
 __all__ = ["LLMConfig", "ChatReply", "ChatClient", "LLMError", "Usage"]
 
@@ -37,6 +40,7 @@ class LLMConfig:
     timeout: float = 120.0  # seconds per request
     max_retries: int = 4  # retries of one request on transport errors, 429 and 5xx
     backoff: float = 1.0  # first back-off in seconds; doubles per retry
+    max_backoff: float = 60.0  # longest wait between retries, also for a server's Retry-After
     temperature: float = 0.0
     max_tokens: int = 2048
     json_mode: bool = False  # send response_format={"type": "json_object"} (not every server supports it)
@@ -52,6 +56,9 @@ class LLMConfig:
             raise ValueError(f"LLMConfig.timeout must be > 0, got {self.timeout}")
         if self.max_retries < 0:
             raise ValueError(f"LLMConfig.max_retries must be >= 0, got {self.max_retries}")
+        if self.backoff < 0 or self.max_backoff <= 0:
+            raise ValueError(f"LLMConfig.backoff must be >= 0 and max_backoff > 0, got {self.backoff}, "
+                             f"{self.max_backoff}")
         if self.max_tokens < 1:
             raise ValueError(f"LLMConfig.max_tokens must be >= 1, got {self.max_tokens}")
 
@@ -122,33 +129,28 @@ class ChatClient:
         headers = {"Content-Type": "application/json"}
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
-        last = ""
-        for attempt in range(self.config.max_retries + 1):
-            wait = self.config.backoff * (2**attempt)
-            try:
-                response = self.session.post(self.url, json=payload, headers=headers, timeout=self.config.timeout)
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            else:
-                if response.status_code == 200:
-                    return self._reply(response)
-                last = f"HTTP {response.status_code}: {response.text[:200]}"
-                if response.status_code != 429 and response.status_code < 500:
-                    break  # the request itself is wrong: retrying cannot help
-                retry_after = response.headers.get("Retry-After")
-                if retry_after:
-                    try:
-                        wait = float(retry_after)
-                    except ValueError:
-                        pass
-            if attempt < self.config.max_retries:
-                with self._lock:
-                    self._retries += 1
-                log.info("LLM call failed (%s); retrying in %.1f s", last, wait)
-                self.sleep(wait)
+        try:
+            done = send_with_retries(
+                lambda: self.session.post(self.url, json=payload, headers=headers, timeout=self.config.timeout),
+                max_retries=self.config.max_retries, backoff=Backoff(self.config.backoff, self.config.max_backoff),
+                sleep=self.sleep, what=f"POST {self.url}", on_attempt=self._count_retry)
+        except TransportFailure as exc:
+            self._count_failure()
+            raise LLMError(f"POST {self.url}: {type(exc.cause).__name__}: {exc.cause}") from exc
+        response = done.response
+        if response.status_code != 200:
+            self._count_failure()
+            raise LLMError(f"POST {self.url}: HTTP {response.status_code}: {response.text[:200]}")
+        return self._reply(response)
+
+    def _count_retry(self, attempt: int) -> None:
+        if attempt:
+            with self._lock:
+                self._retries += 1
+
+    def _count_failure(self) -> None:
         with self._lock:
             self._failed += 1
-        raise LLMError(f"POST {self.url}: {last}")
 
     def _reply(self, response: requests.Response) -> ChatReply:
         try:

@@ -26,6 +26,7 @@ import requests
 
 from jupiter.llm.base import BasePolicy, child_seeds
 from jupiter.llm.rendering import template_by_name
+from jupiter.llm.retry import Backoff, TransportFailure, send_with_retries
 from jupiter.llm.types import (
     Completion,
     PolicyConnectionError,
@@ -41,9 +42,6 @@ log = logging.getLogger(__name__)
 
 #: Environment variables read for the bearer token, first found wins.
 API_KEY_ENV: tuple[str, ...] = ("JUPITER_API_KEY", "OPENAI_API_KEY")
-
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-
 
 class ApiMode(str, enum.Enum):
     """Which endpoint to call: ``/chat/completions`` (the server applies its chat template) or
@@ -197,52 +195,32 @@ class HttpPolicy(BasePolicy):
                 self._sessions.append(session)
         return session
 
-    def _delay(self, attempt: int, response: requests.Response | None) -> float:
-        delay = self.config.backoff * (2**attempt)
-        if response is not None:
-            try:
-                delay = float(response.headers.get("Retry-After", ""))
-            except ValueError:
-                pass
-        return min(self.config.max_backoff, max(0.0, delay))
-
     def _request(self, method: str, path: str, payload: dict | None = None) -> dict:
-        """One API call with retries; returns the decoded JSON object."""
+        """One API call with retries (``jupiter.llm.retry``); returns the decoded JSON object."""
         url = f"{self.config.base_url}{path}"
         timeout = (self.config.connect_timeout, self.config.timeout)
-        attempts = self.config.max_retries + 1
-        for attempt in range(attempts):
-            self._usage.add(requests=1, retries=1 if attempt else 0)
-            last = attempt == attempts - 1
-            try:
-                response = self._session().request(method, url, json=payload, timeout=timeout)
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                if last:
-                    raise PolicyConnectionError(
-                        f"cannot reach the model server at {url} ({attempts} attempts): {exc}"
-                    ) from exc
-                log.warning("%s: %s; retrying", url, exc.__class__.__name__)
-                self._sleep(self._delay(attempt, None))
-                continue
-            if response.status_code in _RETRY_STATUS and not last:
-                log.warning("%s answered HTTP %d; retrying", url, response.status_code)
-                self._sleep(self._delay(attempt, response))
-                continue
-            if response.status_code >= 400:
-                raise PolicyResponseError(
-                    f"{url} answered HTTP {response.status_code} (attempt {attempt + 1} of {attempts}): "
-                    f"{response.text[:500]}"
-                )
-            try:
-                body = response.json()
-            except ValueError:
-                raise PolicyResponseError(
-                    f"{url} returned a response that is not JSON: {response.text[:200]!r}"
-                ) from None
-            if not isinstance(body, dict):
-                raise PolicyResponseError(f"{url} returned JSON that is not an object: {str(body)[:200]}")
-            return body
-        raise AssertionError("unreachable")
+        try:
+            done = send_with_retries(
+                lambda: self._session().request(method, url, json=payload, timeout=timeout),
+                max_retries=self.config.max_retries, backoff=Backoff(self.config.backoff, self.config.max_backoff),
+                sleep=self._sleep, what=url,
+                on_attempt=lambda attempt: self._usage.add(requests=1, retries=1 if attempt else 0))
+        except TransportFailure as exc:
+            raise PolicyConnectionError(
+                f"cannot reach the model server at {url} ({exc.attempts} attempts): {exc.cause}") from exc
+        response = done.response
+        if response.status_code >= 400:
+            raise PolicyResponseError(
+                f"{url} answered HTTP {response.status_code} (attempt {done.count} of "
+                f"{self.config.max_retries + 1}): {response.text[:500]}"
+            )
+        try:
+            body = response.json()
+        except ValueError:
+            raise PolicyResponseError(f"{url} returned a response that is not JSON: {response.text[:200]!r}") from None
+        if not isinstance(body, dict):
+            raise PolicyResponseError(f"{url} returned JSON that is not an object: {str(body)[:200]}")
+        return body
 
     def _discover_model(self) -> str:
         body = self._request("GET", "/models")
