@@ -88,6 +88,11 @@ def task_prompt(task: Task) -> str:
         parts.append(f"Answer format: {task.format.strip()}")
     if task.files:
         parts.append("Data files: " + ", ".join(task.file_names))
+    if task.setup.strip():
+        parts.append("Setup cell, already run in this notebook (its variables exist):\n"
+                     f"```python\n{task.setup.strip()}\n```")
+        if task.setup_output:
+            parts.append(f"Setup output:\n{task.setup_output.strip()}")
     return "\n".join(parts)
 
 

@@ -76,12 +76,21 @@ class Task:
     level: str = ""
     kind: TaskKind = TaskKind.QA
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    setup: str = ""
+    """Code run once in the root state before the search (imports, data loading): every node starts from its
+    result instead of the model re-deriving it, and the model sees the code in the task turn."""
+    setup_output: str | None = None
+    """What ``setup`` printed (its observation text); set by the search driver once it has run."""
 
     def __post_init__(self) -> None:
         if not str(self.id).strip():
             raise TaskError("task: 'id' is empty")
         if not self.question.strip():
             raise TaskError(f"task {self.id}: 'question' is empty")
+        if not isinstance(self.setup, str):
+            raise TaskError(f"task {self.id}: 'setup' must be code text (a string or a list of lines)")
+        if self.setup_output is not None and not isinstance(self.setup_output, str):
+            raise TaskError(f"task {self.id}: 'setup_output' must be text")
         if self.label is not None and self.kind is not TaskKind.SUBMISSION:
             if not ANSWER_PATTERN.search(self.label):
                 raise TaskError(
@@ -118,6 +127,8 @@ class Task:
             "level": self.level,
             "kind": self.kind.value,
             "metadata": dict(self.metadata),
+            **({"setup": self.setup} if self.setup else {}),
+            **({"setup_output": self.setup_output} if self.setup_output is not None else {}),
         }
 
     def replace(self, **changes: Any) -> "Task":
@@ -200,6 +211,19 @@ def _require(record: Mapping[str, Any], key: str, where: str) -> str:
     return str(value)
 
 
+def _setup_code(record: Mapping[str, Any], where: str) -> str:
+    """A record's optional ``setup`` cell: a string, or a list of lines (as in .ipynb sources)."""
+    value = record.get("setup")
+    if value is None:
+        return ""
+    if isinstance(value, list) and all(isinstance(line, str) for line in value):
+        return "".join(line if line.endswith("\n") else line + "\n" for line in value).rstrip("\n")
+    if not isinstance(value, str):
+        raise TaskError(f"{where}: 'setup' must be code text (a string or a list of lines), "
+                        f"got {type(value).__name__}")
+    return value
+
+
 # --------------------------------------------------------------------------------------------- loaders
 
 
@@ -221,6 +245,7 @@ def task_from_nbqa(record: Mapping[str, Any], bases: Sequence[Path], where: str 
         level=str(record.get("difficulty") or record.get("level") or ""),
         kind=TaskKind.QA,
         metadata=metadata,
+        setup=_setup_code(record, where),
     )
 
 
@@ -324,6 +349,8 @@ def task_from_record(record: Mapping[str, Any], bases: Sequence[Path], where: st
             level=str(record.get("level") or ""),
             kind=kind,
             metadata=dict(record.get("metadata") or {}),
+            setup=_setup_code(record, where),
+            setup_output=record.get("setup_output"),
         )
     if "question" in record:
         return task_from_dabench(record, None, bases, where)

@@ -118,10 +118,22 @@ def _open(run: _TreeRun, factory: Callable[[], SandboxLike], config: SearchConfi
     try:
         run.sandbox = factory()
         run.tree.root.state = run.sandbox.open_root(input_files=list(run.task.files))
+        setup = run.task.setup.strip() and run.tree.root.state.run(run.task.setup, timeout=config.cell_timeout)
     except Exception as exc:  # infrastructure boundary: the tree ends, the others go on
         log.exception("task %s: could not open the sandbox root", run.task.id)
         run.error = f"sandbox root failed: {type(exc).__name__}: {exc}"
         run.done = True
+        return
+    if setup:
+        # Run once: the root snapshot holds its result and every branch forks from it. The model reads the
+        # setup's output in the task turn, so the task carries it from here on (also into the tree file).
+        if not setup.ok:
+            run.error = (f"task {run.task.id}: the setup cell failed ({setup.status.value}): "
+                         f"{setup.observation(1000)}")
+            run.done = True
+            return
+        run.task = run.task.replace(setup_output=setup.observation())
+        run.tree.task = run.task
 
 
 def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, call_rng: random.Random,

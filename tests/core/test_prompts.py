@@ -19,6 +19,15 @@ from jupiter.task import Task
 TASK = Task(id="t", question="Mean fare?", constraints="2 decimals", format="@mean_fare[value]", label="@mean_fare[1]")
 
 
+def test_task_turn_shows_the_setup_cell_and_its_output():
+    plain = build_messages(TASK)[1]["content"]
+    assert "Setup" not in plain
+    task = TASK.replace(setup="import pandas as pd\ndf = pd.read_csv('t.csv')", setup_output="(891, 12)")
+    text = build_messages(task)[1]["content"]
+    assert text.startswith(plain)
+    assert text.endswith("```python\nimport pandas as pd\ndf = pd.read_csv('t.csv')\n```\nSetup output:\n(891, 12)")
+
+
 def test_code_reply():
     reply = "Thought: load the data\nAction:\n```python\nimport pandas as pd\nprint(1)\n```\n"
     parsed = parse_reply(reply)

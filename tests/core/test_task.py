@@ -72,6 +72,30 @@ def test_our_layout_round_trips(tmp_path: Path):
     assert load_task_file(path) == task
 
 
+def test_setup_cell_loads_from_text_or_lines_and_round_trips(tmp_path: Path):
+    (tmp_path / "d.csv").write_text("x\n1\n")
+    record = {"id": "s1", "question": "q?", "files": ["d.csv"],
+              "setup": ["import pandas as pd", "df = pd.read_csv('d.csv')\n"]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(record))
+    task = load_task_file(path)
+    assert task.setup == "import pandas as pd\ndf = pd.read_csv('d.csv')" and task.setup_output is None
+    done = task.replace(setup_output="(1, 1)")
+    path.write_text(json.dumps(done.to_dict()))
+    assert load_task_file(path) == done
+    nbqa = tmp_path / "nbqa.jsonl"
+    nbqa.write_text(json.dumps({"id": "n1", "task": "q?", "file_names": ["d.csv"], "setup": "x = 1"}) + "\n")
+    assert load_tasks(nbqa)[0].setup == "x = 1"
+    assert "setup" not in Task(id="t", question="q").to_dict()  # absent unless used: old readers see no change
+
+
+def test_a_bad_setup_cell_names_the_field(tmp_path: Path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"id": "s1", "question": "q?", "files": [], "setup": {"code": "x"}}))
+    with pytest.raises(TaskError, match="'setup' must be code text"):
+        load_task_file(path)
+
+
 def test_data_dir_takes_precedence(tmp_path: Path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "f.csv").write_text("x\n")
