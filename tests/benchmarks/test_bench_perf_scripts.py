@@ -1,0 +1,46 @@
+"""The speed benchmarks under ``benchmarks/perf/`` still run and print the keys their issues name.
+
+Tiny settings: these check the scripts, not the numbers (targets live in the scripts' own JSON output).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PERF = Path(__file__).resolve().parents[2] / "benchmarks" / "perf"
+
+
+def _run(script: str, *args: str, env_shared: Path | None = None) -> dict:
+    env = None if env_shared is None else dict(os.environ, JUPITER_SHARED=str(env_shared))
+    proc = subprocess.run([sys.executable, str(PERF / script), "--json", *args], capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_sandbox_branching_prints_its_keys(shared_dir: Path) -> None:
+    result = _run("sandbox_branching.py", "--skip-replay", "-k", "1", "--rounds", "1", env_shared=shared_dir)
+    for key in ("fork_ms_d1", "fork_ms_d10", "cell_ms_d10", "uss_mb_per_state", "target_fork_le_1_2_cell_plus_20ms"):
+        assert key in result
+    assert result["fork_ms_d10"] > 0 and result["huge_pages"] is True
+    assert result["fork_stats"]["forks"] >= 3 and result["fork_stats"]["fork_fallbacks"] == 0
+
+
+def test_engine_overhead_prints_its_keys() -> None:
+    result = _run("engine_overhead.py", "--trees", "2", "--iterations", "5", "--no-sandbox")
+    null = result["null"]
+    assert null["steps"] == 5 and null["model_calls_per_step"] == 1.0 and null["nodes"] == 30
+    assert null["engine_ms_per_node"] >= 0 and result["target_engine_ms_per_node"] == 5.0
+
+
+@pytest.mark.slow
+def test_ray_scaling_runs_on_tiny_settings() -> None:
+    result = _run("ray_scaling.py", "--trees", "4", "--iterations", "2", "--trees-per-worker", "1")
+    assert result["one_worker"]["nodes"] == result["two_workers"]["nodes"] > 0
+    assert result["speedup"] > 0 and result["wave_bound"] == 2.0
