@@ -41,6 +41,7 @@ def result_from_outcome(outcome: Any, config: Any, value_given: bool) -> Any:
         vote_answer=verdict.vote.answer if verdict.vote else None,
         value_answer=verdict.by_value.answer if verdict.by_value else None,
         verdict=verdict, tree=tree, config=config, stats=stats, error=outcome.error,
+        files=dict(getattr(outcome, "files", None) or {}),
     )
 
 

@@ -56,10 +56,11 @@ class RunOutcome:
 
 
 def solver_for(ray: bool, llm_spec: str = "", value_model: str | Path | None = None,
-               ray_dir: str | Path | None = None) -> Solver:
+               ray_dir: str | Path | None = None, **ray_options: Any) -> Solver:
     """The batched driver, or with ``ray=True`` the Ray driver (``search.ray_driver.solve_tasks_ray``).
 
-    Ray workers build their own policy from ``llm_spec``; its tree files and manifest go to ``ray_dir``.
+    Ray workers build their own policy from ``llm_spec``; its tree files and manifest go to ``ray_dir``;
+    ``ray_options`` go to the driver (DSBench: ``capture_file="submission.csv"``).
     """
     if not ray:
         from search.driver import solve_many
@@ -81,7 +82,7 @@ def solver_for(ray: bool, llm_spec: str = "", value_model: str | Path | None = N
         raise RayUnavailableError("--ray: no folder given for the Ray driver's files")
     from benchmarks.ray_solver import ray_solver
 
-    return ray_solver(llm_spec, value_model, ray_dir)
+    return ray_solver(llm_spec, value_model, ray_dir, **ray_options)
 
 
 def sandbox_factory(cell_timeout: float) -> Callable[[], Any]:

@@ -18,12 +18,12 @@ from jupiter.task import Task, TaskError, task_from_dsbench
 from benchmarks.aime import aime_correct, summarize_aime
 from benchmarks.curves import accuracy_curves
 from benchmarks.dabench import DabenchData, cost_summary, dabench_correct, official_responses, summarize_dabench
-from benchmarks.dsbench.capture import CapturingSandbox, SubmissionCapture
 from benchmarks.dsbench.scoring import SubmissionScore, rpg, score_submission
 from benchmarks.dsbench.tasks import DsbenchSpec
 from benchmarks.records import ResultsLog, TaskRecord, record_from_result, write_jsonl
 from benchmarks.report import write_report
 from benchmarks.runner import RunOptions, RunOutcome, run_loop, sandbox_factory
+from search.file_capture import CapturingSandbox, SubmissionCapture
 
 __all__ = [
     "run_dabench",
@@ -191,7 +191,9 @@ def _dsbench_record(result: Any, spec: DsbenchSpec, data: DsbenchData, capture: 
     for candidate in result.candidates:
         node = result.tree[candidate.tag] if candidate.tag in result.tree else None
         name = extract_answers(candidate.answer).get("submission_file", "submission.csv").strip()
-        blob = capture.for_node(node) if node is not None and name == capture.file_name else None
+        blob = None
+        if node is not None and name == capture.file_name:  # captured here, or by a Ray worker (result.files)
+            blob = result.files[node.tag] if node.tag in result.files else capture.for_node(node)
         score = score_submission(spec, data.answers_path(spec.name), blob)
         entry = {"tag": candidate.tag, "iteration": iterations.get(candidate.tag), "value": score.value,
                  "normalized": score.normalized, "error": score.error, "node_value": candidate.value}

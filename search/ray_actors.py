@@ -17,8 +17,8 @@ from __future__ import annotations
 import collections
 import logging
 import os
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from jupiter.prompts import Message
 from jupiter.task import Task
@@ -57,6 +57,7 @@ class TreeOutcome:
     answer: str | None
     correct: bool | None
     error: str | None
+    files: Mapping[str, bytes] = field(default_factory=dict)  # captured file of each answer node, by tag
 
 
 @dataclass
@@ -193,7 +194,7 @@ class TreeWorker:
 
     def __init__(self, name: str, config: SearchConfig, sandbox_config: Any = None, policy_spec: str | None = None,
                  policy_handle: Any = None, value_handle: Any = None, seed: int = 0,
-                 solve_fn: SolveFn | None = None) -> None:
+                 solve_fn: SolveFn | None = None, capture_file: str | None = None) -> None:
         if (policy_spec is None) == (policy_handle is None):
             raise ValueError("TreeWorker: give exactly one of policy_spec and policy_handle")
         if policy_handle is not None:
@@ -203,10 +204,15 @@ class TreeWorker:
 
             policy = load_policy(policy_spec)  # type: ignore[arg-type]
 
+        from search.file_capture import CapturingSandbox, SubmissionCapture
+
+        self._capture = SubmissionCapture(capture_file) if capture_file else None
+
         def sandbox_factory() -> Any:
             from sandbox import Sandbox, SandboxConfig
 
-            return Sandbox(sandbox_config if sandbox_config is not None else SandboxConfig())
+            box = Sandbox(sandbox_config if sandbox_config is not None else SandboxConfig())
+            return box if self._capture is None else CapturingSandbox(box, self._capture)
 
         self.name = name
         self._solve = solve_fn or engine_solve
@@ -232,8 +238,14 @@ class TreeWorker:
                 attempts[task.id] = attempt
                 yield task
 
+        from search.file_capture import answer_files
+
         for result in self._solve(pull(), self._context):
             tree = result.tree
+            files: dict[str, bytes] = {}
+            if self._capture is not None:  # read before the executions (the capture's keys) are dropped below
+                files = answer_files(self._capture, getattr(tree, "nodes", ()))
+                self._capture.forget(getattr(tree, "nodes", ()))
             for node in getattr(tree, "nodes", ()):
                 node.state = None
                 node.execution = None
@@ -250,4 +262,5 @@ class TreeWorker:
                 answer=result.answer,
                 correct=result.correct,
                 error=result.error,
+                files=files,
             )

@@ -195,7 +195,7 @@ class _Run:
                  out_dir: Path, value_model: str | None, workers: int | None, sandbox_config: Any,
                  max_retries: int, seed: int, resources: RayResources, solve_fn: SolveFn | None,
                  on_outcome: Callable[[TreeOutcome], None] | None, progress: Any,
-                 share_policy: bool | None) -> None:
+                 share_policy: bool | None, capture_file: str | None = None) -> None:
         import ray
 
         self.ray = ray
@@ -208,6 +208,7 @@ class _Run:
         self.resources = resources
         self.solve_fn = solve_fn
         self.sandbox_config = sandbox_config
+        self.capture_file = capture_file
         self.on_outcome = on_outcome
         self.progress = progress
         self.tally = _Tally()
@@ -256,7 +257,7 @@ class _Run:
             name, self.config, sandbox_config=self.sandbox_config,
             policy_spec=None if self.policy_handle is not None else self.spec,
             policy_handle=self.policy_handle, value_handle=self.value_handle,
-            seed=self.seed, solve_fn=self.solve_fn,
+            seed=self.seed, solve_fn=self.solve_fn, capture_file=self.capture_file,
         )
         return _Slot(name, handle)
 
@@ -427,6 +428,7 @@ def solve_tasks_ray(
     on_outcome: Callable[[TreeOutcome], None] | None = None,
     ray_init: dict[str, Any] | None = None,
     share_policy: bool | None = None,
+    capture_file: str | None = None,
 ) -> RunSummary:
     """Solve every task on Ray; write ``OUT/trees/*.json``, ``OUT/manifest.jsonl`` and ``OUT/summary.json``.
 
@@ -434,7 +436,9 @@ def solve_tasks_ray(
     CPUs and memory allow) tree workers each run ``config.max_trees_in_flight`` trees at once. A task whose
     worker dies is retried at most ``max_retries`` times. ``solve_fn`` replaces the engine (tests);
     ``on_outcome`` is called in the driver after each tree's files are written. ``share_policy`` forces (True)
-    or forbids (False) one shared policy actor; None decides by the spec (``policy_is_shared``). Side effects: starts (and then
+    or forbids (False) one shared policy actor; None decides by the spec (``policy_is_shared``).
+    ``capture_file`` (e.g. ``submission.csv``): workers read that file of every answer node's state and send
+    it back in ``TreeOutcome.files`` (DSBench scores them). Side effects: starts (and then
     shuts down) a private local Ray instance unless Ray is initialised or an address is given; shows a tqdm bar
     on stderr when ``progress``. Raises KeyboardInterrupt after writing the summary when interrupted.
     """
@@ -468,7 +472,8 @@ def solve_tasks_ray(
 
             bar = tqdm(total=len(todo), desc="trees", unit="tree", dynamic_ncols=True)
         run = _Run(todo, manifest.attempts(), llm_spec, config, out, None if value_model is None else str(value_model),
-                   workers, sandbox_config, max_retries, seed, resources, solve_fn, on_outcome, bar, share_policy)
+                   workers, sandbox_config, max_retries, seed, resources, solve_fn, on_outcome, bar, share_policy,
+                   capture_file)
         run.loop()
     except KeyboardInterrupt:
         interrupted = True

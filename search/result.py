@@ -65,6 +65,9 @@ class SearchResult:
     stats: SearchStats
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    files: dict[str, bytes] = field(default_factory=dict)
+    """A captured file of each answer node (tag -> bytes), filled when the tree ran elsewhere (a Ray worker
+    asked for ``capture_file``); in-process runs read their files from the sandbox instead."""
 
     @property
     def candidates(self) -> tuple[Candidate, ...]:

@@ -167,20 +167,21 @@ def _run(args: argparse.Namespace, benchmark: str, go: Any) -> int:
         print(f"jupiter bench: error: {exc}", file=sys.stderr)
         return 2
     out_dir = _out_dir(args, benchmark)
-    if args.ray and benchmark == "dsbench":
-        print("jupiter bench: error: --ray is not supported for dsbench (submissions are read from the "
-              "workspaces of the local sandbox)", file=sys.stderr)
-        return 2
+    # DSBench scores each answer node's submission file: on Ray the workers read it from their sandboxes.
+    ray_options = {"capture_file": "submission.csv"} if args.ray and benchmark == "dsbench" else {}
     try:
-        solver = solver_for(args.ray, args.llm, args.value_model, out_dir / "ray")
+        solver = solver_for(args.ray, args.llm, args.value_model, out_dir / "ray", **ray_options)
     except RayUnavailableError as exc:
         print(f"jupiter bench: error: {exc}", file=sys.stderr)
         return 2
     from jupiter.llm import PolicyError, load_policy
 
-    if args.ray:  # the Ray workers load the policy and the value model themselves
+    # On Ray the workers load the policy and the value model themselves; the driver needs the policy only for
+    # DSBench's task simplification (one call per task; --no-simplify skips it).
+    simplify_here = benchmark == "dsbench" and not getattr(args, "no_simplify", False)
+    if args.ray and not simplify_here:
         return go(config, None, None, out_dir, solver, write_run_info)
-    value = _value(args.value_model)
+    value = None if args.ray else _value(args.value_model)
     try:
         policy = load_policy(args.llm)
     except PolicyError as exc:

@@ -194,7 +194,9 @@ pd.DataFrame({'id': test['id'], 'y': model.predict(test[['x']]) + OFFSET}).to_cs
 print('submission written', OFFSET)"""
 
 
-def test_dsbench_generated_task_scores_expected_rmse_and_rpg(tmp_path, make_task):
+def _dsbench_toy_run(tmp_path: Path, make_task, *extra: str) -> Path:
+    """Two generated DSBench tasks (one never answered) and a replay script that writes two submissions of
+    known RMSE (0 and 1); returns the run folder."""
     root = tmp_path / "dsbench"
     make_task(root, "toy-regression")
     make_task(root, "toy-missing")  # in tasks.json but never answered: counts 0 in RPG
@@ -214,7 +216,11 @@ def test_dsbench_generated_task_scores_expected_rmse_and_rpg(tmp_path, make_task
     replay = write_json(tmp_path / "replay.json", script)
     out = tmp_path / "run"
     assert main(["bench", "dsbench", "--data", str(root), "--tasks-json", str(tasks_json), "--tasks", "toy-regression",
-                 "--llm", f"replay:{replay}", "--iterations", "5", "--out", str(out), "--no-progress"]) == 0
+                 "--llm", f"replay:{replay}", "--iterations", "5", "--out", str(out), "--no-progress", *extra]) == 0
+    return out
+
+
+def _assert_toy_scores(out: Path) -> None:
     record = read_jsonl(out / "results.jsonl")[0]
     values = sorted(s["value"] for s in record["submissions"])
     assert values == [pytest.approx(0.0, abs=1e-9), pytest.approx(1.0)]
@@ -226,8 +232,22 @@ def test_dsbench_generated_task_scores_expected_rmse_and_rpg(tmp_path, make_task
     assert summary["rpg_best_all_tasks"] == pytest.approx(0.5)  # toy-missing counts 0
     cached = list((out / "simplified").glob("*.json"))
     assert len(cached) == 1 and "TOYTASK" in json.loads(cached[0].read_text())["simplified"]
+
+
+def test_dsbench_generated_task_scores_expected_rmse_and_rpg(tmp_path, make_task):
+    out = _dsbench_toy_run(tmp_path, make_task)
+    _assert_toy_scores(out)
     tree = json.loads(next((out / "trees").glob("*.json")).read_text())
     assert "TOYTASK" in json.dumps(tree)  # the search saw the simplified task
+
+
+@pytest.mark.slow
+def test_dsbench_on_ray_scores_the_submissions_the_workers_captured(tmp_path, make_task, monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    out = _dsbench_toy_run(tmp_path, make_task, "--ray")
+    _assert_toy_scores(out)  # the same numbers as in-process: the files came back from the Ray workers
+    tree = json.loads(next((out / "ray" / "trees").glob("*.json")).read_text())
+    assert "TOYTASK" in json.dumps(tree)
 
 
 def test_bench_errors_are_clear(tmp_path, capsys):

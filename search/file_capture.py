@@ -1,4 +1,4 @@
-"""Keeping each node's ``submission.csv`` while a search runs.
+"""Keeping a named file of each node (DSBench: ``submission.csv``) while a search runs.
 
 The driver releases a node's notebook state as soon as its children have branched, and every state when a
 tree finishes, so an answer node's workspace is gone by the time the result is yielded. This wrapper sits
@@ -6,6 +6,9 @@ between the driver and the sandbox: after every cell it reads the submission fil
 workspace (files are part of the state, inherited on branch) and files the bytes under the cell's
 ``Execution`` object, which the driver keeps on the node (``node.execution``). An answer node's submission
 is then the one captured at its nearest ancestor that ran a cell. Identical files are stored once.
+
+Used in-process by the DSBench runner and inside Ray tree workers (``capture_files``), which send the answer
+nodes' files back with the tree (``TreeOutcome.files``), since the driver never sees the workers' sandboxes.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import logging
 import threading
 from typing import Any, Iterable
 
-__all__ = ["SubmissionCapture", "CapturingSandbox"]
+__all__ = ["SubmissionCapture", "CapturingSandbox", "answer_files"]
 
 log = logging.getLogger(__name__)
 
@@ -103,3 +106,14 @@ class CapturingSandbox:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def answer_files(capture: SubmissionCapture, nodes: Iterable[Any]) -> dict[str, bytes]:
+    """The captured file of every answer node among ``nodes``, by node tag (nodes without one are left out)."""
+    files: dict[str, bytes] = {}
+    for node in nodes:
+        if getattr(node, "is_answer", False):
+            blob = capture.for_node(node)
+            if blob is not None:
+                files[node.tag] = blob
+    return files
