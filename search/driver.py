@@ -134,6 +134,7 @@ def _open(run: _TreeRun, factory: Callable[[], SandboxLike], config: SearchConfi
             return
         run.task = run.task.replace(setup_output=setup.observation())
         run.tree.task = run.task
+        run.tree.root.execution, run.tree.root.outputs = setup, list(setup.outputs)  # for the exported notebook
 
 
 def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, call_rng: random.Random,

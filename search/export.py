@@ -48,6 +48,9 @@ def path_notebook(tree: Tree, tag: str | None, metadata: dict[str, Any] | None =
         if task.format:
             intro += f"\n\n**Answer format:** {task.format}"
         markdown.append((0, intro))
+        if task.setup.strip():  # ran once in the root state: the path's cells need it to rerun
+            markdown.append((0, "**Setup cell** (run once before the search; every step starts from it)"))
+            cells.append((task.setup, _execution(tree.root)))
     for node in path[1:]:
         if node.code is not None and node.code.strip():
             if node.thought:

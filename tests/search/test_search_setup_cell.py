@@ -7,6 +7,7 @@ from pathlib import Path
 from jupiter.llm import ReplayPolicy
 from jupiter.task import Task
 from search import Mode, SearchConfig, run_search
+from search.export import path_notebook
 from search.tree_io import load_tree, save_tree
 
 SETUP = "import pandas as pd\ndf = pd.read_csv('d.csv')\nprint('SETUP-ROWS', len(df))"
@@ -39,7 +40,18 @@ def test_setup_runs_once_and_the_model_sees_its_output(tmp_path: Path, sandbox) 
     assert "```python\n" + SETUP + "\n```" in first_prompt and "Setup output:\nSETUP-ROWS 3" in first_prompt
     # The tree file keeps the setup and its output, so the saved prompts are the ones the model read.
     path = save_tree(result.tree, tmp_path / "tree.json")
-    assert load_tree(path).task.setup_output.strip() == "SETUP-ROWS 3"
+    loaded = load_tree(path)
+    assert loaded.task.setup_output.strip() == "SETUP-ROWS 3"
+
+    # The solution notebook starts with the setup cell (with its output) and reruns to the same answer.
+    for tree in (result.tree, loaded):
+        cells = [c for c in path_notebook(tree, result.chosen_tag).cells if c.cell_type == "code"]
+        assert [c.source for c in cells] == [SETUP, "print('MEAN', df['x'].mean())"]
+        assert cells[0].outputs[0]["text"] == "SETUP-ROWS 3\n"
+    fresh = sandbox.open_root(input_files=list(task.files))
+    for cell in cells:
+        execution = fresh.run(cell.source, timeout=60)
+    assert execution.stdout == "MEAN 2.0\n"
 
 
 def test_a_failing_setup_ends_the_tree_naming_it(tmp_path: Path, sandbox) -> None:
