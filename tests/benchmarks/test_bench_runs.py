@@ -255,6 +255,9 @@ def test_bench_errors_are_clear(tmp_path, capsys):
     assert "da-dev-questions.jsonl not found" in capsys.readouterr().err
     assert main(["bench", "dsbench", "--data", str(tmp_path)]) == 2
     assert "task" in capsys.readouterr().err
+
+
+def test_bench_names_a_missing_value_model(bench_shared, tmp_path, capsys):
     assert main(["bench", "dabench", "--limit", "1", "--value-model", str(tmp_path / "none"), "--llm", "replay:x"]) == 2
     assert "--value-model" in capsys.readouterr().err
 
