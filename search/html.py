@@ -160,5 +160,10 @@ def render_tree_html(tree: Tree, title: str = "", chosen_tag: str | None = None,
         "summary": summary,
         "nodes": [_node_data(n, *positions[n.tag], chosen) for n in tree.nodes],
     }
+    task = tree.task
+    if task is not None and task.setup.strip():  # the root's own cell: the task's setup, run once
+        root = data["nodes"][0]
+        root.update(thought="Setup cell, run once before the search", code=task.setup,
+                    observation=task.setup_output or "")
     return _PAGE.replace("__TITLE__", html.escape(title or (tree.task.id if tree.task else "tree"))).replace(
         "__DATA__", _script_json(data))

@@ -8,6 +8,7 @@ from jupiter.llm import ReplayPolicy
 from jupiter.task import Task
 from search import Mode, SearchConfig, run_search
 from search.export import path_notebook
+from search.html import render_tree_html
 from search.tree_io import load_tree, save_tree
 
 SETUP = "import pandas as pd\ndf = pd.read_csv('d.csv')\nprint('SETUP-ROWS', len(df))"
@@ -48,6 +49,8 @@ def test_setup_runs_once_and_the_model_sees_its_output(tmp_path: Path, sandbox) 
         cells = [c for c in path_notebook(tree, result.chosen_tag).cells if c.cell_type == "code"]
         assert [c.source for c in cells] == [SETUP, "print('MEAN', df['x'].mean())"]
         assert cells[0].outputs[0]["text"] == "SETUP-ROWS 3\n"
+    page = render_tree_html(loaded, chosen_tag=result.chosen_tag)
+    assert "SETUP-ROWS 3" in page and "Setup cell, run once" in page  # the root shows the setup and its output
     fresh = sandbox.open_root(input_files=list(task.files))
     for cell in cells:
         execution = fresh.run(cell.source, timeout=60)
