@@ -53,6 +53,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell (default 180)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", type=Path, default=None, help="folder holding the task's data files")
+    parser.add_argument("--setup", type=Path, default=None, metavar="FILE.py",
+                        help="a setup cell (imports, data loading) run once in the root state of every task; "
+                             "replaces a task's own 'setup'")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/<task id>-<time>)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     batch = parser.add_argument_group("batch solving on Ray")
@@ -151,6 +154,19 @@ def _policy_stats(policy: Any) -> dict[str, Any] | None:
     return dict(vars(value)) if hasattr(value, "__dict__") else {"stats": str(value)}
 
 
+def _with_setup(task: Any, setup: Path | None) -> Any:
+    """``task`` with the ``--setup`` file's code as its setup cell (unchanged without ``--setup``)."""
+    if setup is None:
+        return task
+    try:
+        code = setup.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"--setup {setup}: cannot read it ({exc})") from None
+    if not code.strip():
+        raise TaskError(f"--setup {setup}: the file is empty")
+    return task.replace(setup=code)
+
+
 def run_batch_on_ray(args: argparse.Namespace) -> int:
     """``--ray``: many tasks through the same machinery as ``search/collect.py``."""
     import os
@@ -158,7 +174,7 @@ def run_batch_on_ray(args: argparse.Namespace) -> int:
     from jupiter.task import load_tasks
     from search import Mode
 
-    tasks = load_tasks(args.task, data_dir=args.data_dir, labels=args.labels)
+    tasks = [_with_setup(t, args.setup) for t in load_tasks(args.task, data_dir=args.data_dir, labels=args.labels)]
     config, notes = _config(args, args.value_model is not None)
     if config.mode is Mode.COLLECT:
         unlabeled = [t.id for t in tasks if t.label is None]
@@ -183,7 +199,7 @@ def run_batch_on_ray(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.ray:
         return run_batch_on_ray(args)
-    task = load_task_file(args.task, data_dir=args.data_dir)
+    task = _with_setup(load_task_file(args.task, data_dir=args.data_dir), args.setup)
     from jupiter.llm import PolicyError, load_policy
     from sandbox import Sandbox, SandboxConfig
     from search import Mode, run_search

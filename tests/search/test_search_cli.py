@@ -74,6 +74,9 @@ def test_default_output_folder_and_react_mode(tmp_path, replay, monkeypatch, cap
     (lambda d, r: ["solve", str(EXAMPLE), "--value-model", str(d / "nope")], "--value-model"),
     (lambda d, r: ["solve", str(d / "nolabel.json"), "--mode", "collect", "--llm", f"replay:{r}"], "label"),
     (lambda d, r: ["solve", str(d / "nodata.json"), "--llm", f"replay:{r}"], "data file"),
+    (lambda d, r: ["solve", str(EXAMPLE), "--setup", str(d / "absent.py"), "--llm", f"replay:{r}"], "--setup"),
+    (lambda d, r: ["solve", str(EXAMPLE), "--setup", str(d / "bad.json"), "--llm", f"replay:{r}", "--setup",
+                   str(d / "empty.py")], "is empty"),
 ])
 def test_bad_input_exits_2_naming_the_problem(tmp_path, replay, capsys, make_args, message):
     (tmp_path / "bad.json").write_text("{oops")
@@ -81,9 +84,29 @@ def test_bad_input_exits_2_naming_the_problem(tmp_path, replay, capsys, make_arg
     shutil.copytree(EXAMPLES / "data", tmp_path / "data")
     (tmp_path / "nolabel.json").write_text(json.dumps(dict(record, label=None)))
     (tmp_path / "nodata.json").write_text(json.dumps(dict(record, files=["data/absent.csv"])))
+    (tmp_path / "empty.py").write_text("  \n")
     code = main(make_args(tmp_path, replay))
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_setup_file_runs_once_before_the_search(tmp_path, capsys):
+    setup = tmp_path / "setup.py"
+    setup.write_text("import pandas as pd\ndf = pd.read_csv('test_ave.csv')\nprint('ROWS', len(df))\n")
+    script = {"rules": [
+        {"match": "Setup output:\nROWS 715",
+         "replies": [step("Use the loaded frame.", "print(round(df['Fare'].mean(), 2))")]},
+        {"match": "34.65", "replies": [final("@mean_fare[34.65]")]},
+    ], "default": ["Thought: lost."]}
+    replay = tmp_path / "replay.json"
+    replay.write_text(json.dumps(script))
+    out = tmp_path / "run"
+    assert main(["solve", str(EXAMPLE), "--setup", str(setup), "--llm", f"replay:{replay}", "--iterations", "3",
+                 "--expansions", "1", "--out", str(out), "--no-progress"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["answer"] == "@mean_fare[34.65]"
+    notebook = nbformat.read(out / "solution.ipynb", as_version=4)
+    assert [c.source for c in notebook.cells if c.cell_type == "code"][0] == setup.read_text()
 
 
 class _ScorerStub:
