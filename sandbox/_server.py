@@ -11,8 +11,8 @@ Process tree rules (why they look like this):
 - each runtime leads its own process group, so the host can kill a busy branch and whatever it spawned;
 - the zygote reaps every exited runtime (SIGCHLD handler): no zombies.
 
-Only the standard library and IPython are imported here; the frame format comes from ``protocol.py`` loaded
-by path, and this folder is removed from ``sys.path`` so that user cells cannot import our modules by accident.
+Only the standard library and IPython are imported here; the frame format (``protocol.py``) and the limits
+(``limits.py``) are loaded by path, and this folder is removed from ``sys.path`` so that user cells cannot import our modules by accident.
 """
 import os
 import sys
@@ -35,26 +35,19 @@ import time  # noqa: E402
 import traceback  # noqa: E402
 
 
-def _load_protocol():
-    spec = importlib.util.spec_from_file_location("_jupiter_sandbox_protocol", os.path.join(_HERE, "protocol.py"))
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"_jupiter_sandbox_{name}", os.path.join(_HERE, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-protocol = _load_protocol()
+protocol = _load("protocol")
+limits = _load("limits")
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _libc = ctypes.CDLL(None, use_errno=True)
-
-_RLIMITS = {
-    "as": resource.RLIMIT_AS,
-    "nproc": resource.RLIMIT_NPROC,
-    "fsize": resource.RLIMIT_FSIZE,
-    "cpu": resource.RLIMIT_CPU,
-}
-
 
 class _Collector:
     """Outputs of one cell in nbformat shape, capped at ``cap`` characters (the rest is counted, not kept)."""
@@ -423,10 +416,7 @@ def _start(settings):
     _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     if settings.get("uid") is not None:
         _drop_privileges(int(settings["uid"]))
-    for name, value in settings.get("rlimits", {}).items():
-        if value is not None:
-            resource.setrlimit(_RLIMITS[name], (int(value), int(value)))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large file is an OSError in the cell, not a death
+    limits.apply_limits(settings.get("rlimits", {}))
     signal.signal(signal.SIGCHLD, _reap)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):

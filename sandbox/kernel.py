@@ -11,33 +11,19 @@ from __future__ import annotations
 import functools
 import logging
 import queue
-import resource
-import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from sandbox.config import SandboxConfig
+from sandbox.limits import apply_limits
 from sandbox.runtime import RawResult, RuntimeDied, RuntimeTimeout, StartupError, runtime_env, uss_bytes
 from sandbox.workspace import Layout
 
 __all__ = ["KernelFactory", "KernelRuntime"]
 
 log = logging.getLogger(__name__)
-
-
-_RLIMITS = {"as": resource.RLIMIT_AS, "cpu": resource.RLIMIT_CPU, "nproc": resource.RLIMIT_NPROC,
-            "fsize": resource.RLIMIT_FSIZE}
-
-
-def _limit_kernel(rlimits: dict[str, int | None]) -> None:
-    """Runs in the kernel's process between fork and exec: rlimits survive exec, and so does an ignored
-    SIGXFSZ (a too-large file becomes an error in the cell instead of killing the kernel)."""
-    for name, value in rlimits.items():
-        if value is not None:
-            resource.setrlimit(_RLIMITS[name], (value, value))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
 class KernelFactory:
@@ -87,7 +73,7 @@ class KernelRuntime:
         try:
             self._km.start_kernel(cwd=str(workspace), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   extra_arguments=["--HistoryManager.enabled=False"],
-                                  preexec_fn=functools.partial(_limit_kernel, config.rlimits()))
+                                  preexec_fn=functools.partial(apply_limits, config.rlimits()))
             self._kc = self._km.blocking_client()
             self._kc.start_channels()
             self._kc.wait_for_ready(timeout=config.startup_timeout_s)
