@@ -118,13 +118,15 @@ def _open(run: _TreeRun, factory: Callable[[], SandboxLike], config: SearchConfi
     try:
         run.sandbox = factory()
         run.tree.root.state = run.sandbox.open_root(input_files=list(run.task.files))
-        setup = run.task.setup.strip() and run.tree.root.state.run(run.task.setup, timeout=config.cell_timeout)
+        setup = None
+        if run.task.setup.strip():
+            setup = run.tree.root.state.run(run.task.setup, timeout=config.cell_timeout)
     except Exception as exc:  # infrastructure boundary: the tree ends, the others go on
         log.exception("task %s: could not open the sandbox root", run.task.id)
         run.error = f"sandbox root failed: {type(exc).__name__}: {exc}"
         run.done = True
         return
-    if setup:
+    if setup is not None:
         # Run once: the root snapshot holds its result and every branch forks from it. The model reads the
         # setup's output in the task turn, so the task carries it from here on (also into the tree file).
         if not setup.ok:

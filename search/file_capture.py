@@ -7,7 +7,7 @@ workspace (files are part of the state, inherited on branch) and files the bytes
 ``Execution`` object, which the driver keeps on the node (``node.execution``). An answer node's submission
 is then the one captured at its nearest ancestor that ran a cell. Identical files are stored once.
 
-Used in-process by the DSBench runner and inside Ray tree workers (``capture_files``), which send the answer
+Used in-process by the DSBench runner and inside Ray tree workers (``capture_file``), which send the answer
 nodes' files back with the tree (``TreeOutcome.files``), since the driver never sees the workers' sandboxes.
 """
 
