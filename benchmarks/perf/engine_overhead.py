@@ -4,7 +4,9 @@ Runs the real driver with the real replay policy (instant replies) and trivial c
 - ``null``: an in-process notebook whose cells cost nothing, so all measured time is the engine's
   (selection, message building, parsing, back-up, bookkeeping); target ≤ 5 ms per node;
 - ``sandbox``: the real fork sandbox, reporting the time per node beyond the cells' own run and the
-  sandbox start-up (this includes branching and releasing states, which the sandbox does).
+  sandbox start-up (this includes branching and releasing states, which the sandbox does). It runs one cell
+  and opens one sandbox at a time: with the default concurrency, summed cell and start-up times overlap and
+  the subtraction goes negative.
 It also checks batching: with several trees, the policy is called once per driver step.
 
     python benchmarks/perf/engine_overhead.py --json [--trees 8] [--iterations 60] [--no-sandbox]
@@ -70,14 +72,17 @@ class _TimedSandbox:
         self.inner.close()
 
 
-def measure(trees: int, iterations: int, factory) -> dict:
+def measure(trees: int, iterations: int, factory, concurrency: int | None = None) -> dict:
     setup: list[float] = []
     policy = ReplayPolicy(default=REPLIES)
     tasks = [Task(id=f"t{i}", question=f"Task number {i}", format="@x[value]") for i in range(trees)]
     config = SearchConfig(iterations=iterations, expansions=3, max_depth=10, max_trees_in_flight=trees)
+    if concurrency is not None:
+        config = config.replace(max_concurrent_cells=concurrency)
     steps = []
     started = time.perf_counter()
-    results = list(solve_many(tasks, policy, lambda: _TimedSandbox(factory, setup), config, seed=0, on_step=steps.append))
+    results = list(solve_many(tasks, policy, lambda: _TimedSandbox(factory, setup), config, seed=0,
+                              on_step=steps.append))
     wall = time.perf_counter() - started
     nodes = sum(r.stats.nodes - 1 for r in results)
     cells = sum(r.stats.kernel_seconds for r in results)
@@ -110,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_sandbox:
         from sandbox import Sandbox, SandboxConfig
 
-        report["sandbox"] = measure(2, max(10, args.iterations // 4), lambda: Sandbox(SandboxConfig()))
+        report["sandbox"] = measure(2, max(10, args.iterations // 4), lambda: Sandbox(SandboxConfig()),
+                                    concurrency=1)
     report["ok"] = (report["null"]["engine_ms_per_node"] <= 5.0 and report["null"]["model_calls_per_step"] == 1)
     json.dump(report, sys.stdout)
     sys.stdout.write("\n")
