@@ -1,7 +1,7 @@
 """Policy backend for any OpenAI-compatible server (vLLM, SGLang, llama.cpp server, hosted APIs).
 
 One batch becomes concurrent HTTP requests (a bounded thread pool), one per history, each asking for ``n``
-completions — the server batches them and shares the prompt prefix. When a seed is set and ``n > 1`` each
+completions — the server batches them and shares the prompt prefix. When a seed is set, each
 child is its own request with its own derived seed (one seed for n children once gave identical siblings in
 vLLM). 429, 5xx and connection errors are retried with exponential back-off; anything else is an error that
 names the URL.
@@ -236,8 +236,8 @@ class HttpPolicy(BasePolicy):
     def _generate(self, histories: list[list[Message]], params: SamplingParams) -> list[list[Completion]]:
         jobs: list[_Job] = []
         for i in range(len(histories)):
-            if params.seed is not None and params.n > 1:
-                seeds = child_seeds(params.seed, params.n, salt=i)
+            if params.seed is not None:  # every history and child its own seed: equal histories must not
+                seeds = child_seeds(params.seed, params.n, salt=i)  # stay clones (vote runs, issue 12)
                 jobs.extend(_Job(i, j, 1, s) for j, s in enumerate(seeds))
             else:
                 jobs.append(_Job(i, 0, params.n, params.seed))

