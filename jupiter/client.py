@@ -1,0 +1,311 @@
+"""A Python client for ``jupiter serve``: submit tasks with their data files, follow them, fetch their outputs.
+
+It speaks the server's small HTTP API (``/v1/tasks``) with ``requests``, so scripts, notebooks and the
+``jupiter solve --server`` command share one implementation of it::
+
+    from jupiter.client import Client
+    client = Client("http://127.0.0.1:8700", token=None)
+    job_id = client.submit("task.json", settings={"iterations": 20})   # data files found from the task file
+    for event in client.events(job_id):                                  # live: node / iteration / status / done
+        ...
+    job = client.wait(job_id)                                            # the job JSON, result included
+    client.download(job_id, "solution.ipynb", "out/")
+
+Errors are ``ClientError`` (HTTP status plus the server's ``{"error"}`` text); a server that cannot be
+reached is ``ServerUnreachable``, whose message is one line saying so, not a urllib3 traceback.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import mimetypes
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+import requests
+
+__all__ = [
+    "Client",
+    "ClientError",
+    "ServerUnreachable",
+    "WaitTimeout",
+    "JobStatus",
+    "Event",
+    "SETTINGS_KEYS",
+    "DOWNLOADS",
+    "parse_sse",
+]
+
+log = logging.getLogger(__name__)
+
+#: the ``settings`` keys the server accepts (anything else is refused here, naming the key)
+SETTINGS_KEYS = frozenset({"mode", "iterations", "expansions", "c_puct", "temperature", "top_p",
+                           "max_tokens", "max_depth", "decision", "seed"})
+#: the output files a finished job offers for download
+DOWNLOADS = ("tree.json", "solution.ipynb", "tree.html")
+
+
+class JobStatus(str, enum.Enum):
+    """A job's life: queued → running → done | failed | cancelled."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class ClientError(Exception):
+    """A request the server refused or answered with an error; ``status`` is the HTTP status (None: no reply)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ServerUnreachable(ClientError):
+    """No server answered at the URL (connection refused, name not found, or it timed out)."""
+
+
+class WaitTimeout(ClientError):
+    """``wait`` gave up before the job finished; the job itself keeps running on the server."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One server-sent event: ``type`` is ``node | iteration | status | done`` (or a newer one), ``data`` its JSON."""
+
+    type: str
+    data: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+
+
+def parse_sse(lines: Iterable[str]) -> Iterator[Event]:
+    """Parse a text/event-stream (one decoded line at a time, without line ends) into events.
+
+    Follows the SSE rules that matter here: ``event:``/``data:``/``id:`` fields, several ``data:`` lines joined
+    by newlines, ``:`` comment lines (keep-alives) ignored, an event dispatched at a blank line. Data that is
+    not a JSON object is kept under ``{"text": ...}``.
+    """
+    kind, data, event_id = "message", [], None
+    for line in lines:
+        if line == "":
+            if data:
+                text = "\n".join(data)
+                try:
+                    payload = json.loads(text)
+                except json.JSONDecodeError:
+                    payload = {"text": text}
+                yield Event(kind, payload if isinstance(payload, dict) else {"value": payload}, event_id)
+            kind, data = "message", []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            kind = value or "message"
+        elif name == "data":
+            data.append(value)
+        elif name == "id":
+            event_id = value
+
+
+def _task_payload(task: str | Path | Mapping[str, Any]) -> tuple[str, list[Path]]:
+    """The task JSON text to send and, for a task file, the data files it names (resolved like a local solve)."""
+    if isinstance(task, Mapping):
+        return json.dumps(dict(task), ensure_ascii=False), []
+    path = Path(task)
+    if not path.is_file():
+        raise ClientError(f"{path}: task file not found")
+    from jupiter.task import TaskError, load_task_file
+
+    try:
+        loaded = load_task_file(path)
+    except TaskError as exc:
+        raise ClientError(str(exc)) from None
+    return path.read_text(encoding="utf-8"), list(loaded.files)
+
+
+class Client:
+    """One server at ``url`` (``http://host:port``); ``token`` is sent as a Bearer token when the server wants one.
+
+    ``timeout`` (seconds) bounds each HTTP request (connecting and each read), not the life of a job: use
+    ``wait(timeout=...)`` for that. A client keeps one ``requests.Session``; it is safe to share between threads
+    for the calls here (each is one request), but one thread per ``events`` stream.
+    """
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ClientError(f"server URL {url!r}: it must start with http:// or https://")
+        self.url = url.rstrip("/")
+        self.token = token or None
+        self.timeout = timeout
+        self._session = requests.Session()
+        if self.token:
+            self._session.headers["Authorization"] = f"Bearer {self.token}"
+
+    # ---------------------------------------------------------------- plumbing
+    def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        kwargs.setdefault("timeout", self.timeout)
+        try:
+            response = self._session.request(method, self.url + path, **kwargs)
+        except requests.ConnectionError as exc:
+            reason = "connection refused" if "refused" in str(exc).lower() else "cannot connect"
+            raise ServerUnreachable(f"no Jupiter server at {self.url} ({reason}); is `jupiter serve` running "
+                                    "there?") from None
+        except requests.Timeout:
+            raise ServerUnreachable(f"the Jupiter server at {self.url} did not answer {method} {path} within "
+                                    f"{self.timeout:g} s") from None
+        if response.status_code >= 400:
+            raise ClientError(f"{method} {path}: HTTP {response.status_code}: {_error_text(response)}",
+                              response.status_code)
+        return response
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = self._request(method, path, **kwargs)
+        try:
+            body = response.json()
+        except ValueError:
+            raise ClientError(f"{method} {path}: the server's reply is not JSON "
+                              f"({response.text[:120]!r})", response.status_code) from None
+        if not isinstance(body, dict):
+            raise ClientError(f"{method} {path}: expected a JSON object, got {type(body).__name__}",
+                              response.status_code)
+        return body
+
+    # ---------------------------------------------------------------- API
+    def health(self) -> dict[str, Any]:
+        """``GET /healthz``."""
+        return self._json("GET", "/healthz")
+
+    def submit(self, task: str | Path | Mapping[str, Any], files: Iterable[str | Path] | None = None,
+               settings: Mapping[str, Any] | None = None) -> str:
+        """Queue ``task`` (a task file path or a task dict) with its data ``files``; returns the job id.
+
+        With ``files`` None and a task file, the data files the task names are found as a local solve finds
+        them (next to the task file); a task dict with ``files`` None sends none. ``settings`` may hold only
+        ``SETTINGS_KEYS``. Raises ``ClientError`` (HTTP 429 when the server's queue is full).
+        """
+        text, task_files = _task_payload(task)
+        paths = [Path(f) for f in files] if files is not None else task_files
+        for path in paths:
+            if not path.is_file():
+                raise ClientError(f"data file {path}: not found")
+        # every part goes in as multipart/form-data (filename None: a plain form field), files or not
+        parts: list[tuple[str, tuple[Any, ...]]] = [("task", (None, text))]
+        if settings:
+            unknown = sorted(set(settings) - SETTINGS_KEYS)
+            if unknown:
+                raise ClientError(f"settings: unknown key(s) {', '.join(unknown)}; known: "
+                                  f"{', '.join(sorted(SETTINGS_KEYS))}")
+            parts.append(("settings", (None, json.dumps(dict(settings)))))
+        with ExitStack() as stack:
+            for path in paths:
+                mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+                parts.append(("files", (path.name, stack.enter_context(path.open("rb")), mime)))
+            body = self._json("POST", "/v1/tasks", files=parts)
+        job_id = body.get("id")
+        if not isinstance(job_id, str) or not job_id:
+            raise ClientError(f"POST /v1/tasks: the reply has no job id ({body})")
+        return job_id
+
+    def status(self, job_id: str) -> dict[str, Any]:
+        """The job JSON: ``id, status, task_id, question, created, started, finished, progress, settings,
+        result, error``."""
+        return self._json("GET", f"/v1/tasks/{job_id}")
+
+    def list(self, status: str | JobStatus | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Jobs, newest first, optionally only those with ``status``."""
+        params: dict[str, Any] = {}
+        if status is not None:
+            params["status"] = JobStatus(status).value
+        if limit is not None:
+            params["limit"] = int(limit)
+        tasks = self._json("GET", "/v1/tasks", params=params).get("tasks", [])
+        return list(tasks)
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancel a queued or running job; returns its job JSON."""
+        return self._json("DELETE", f"/v1/tasks/{job_id}")
+
+    def wait(self, job_id: str, poll: float = 0.5, timeout: float | None = None) -> dict[str, Any]:
+        """Poll every ``poll`` seconds until the job is done, failed or cancelled; returns its job JSON.
+
+        ``timeout`` (seconds, None: no limit) raises ``WaitTimeout``; the job keeps running on the server.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = self.status(job_id)
+            if JobStatus(job["status"]).finished:
+                return job
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"job {job_id} is still {job['status']} after {timeout:g} s")
+            time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+
+    def events(self, job_id: str, read_timeout: float | None = 300.0) -> Iterator[Event]:
+        """The job's server-sent events, parsed, until the server ends the stream (after ``done``).
+
+        A late reader gets every node so far first. ``read_timeout`` is the longest silence tolerated between
+        two lines (seconds); the server sends keep-alives while a job runs.
+        """
+        response = self._request("GET", f"/v1/tasks/{job_id}/events", stream=True,
+                                 timeout=(self.timeout, read_timeout),
+                                 headers={"Accept": "text/event-stream"})
+        with response:
+            try:
+                lines = response.iter_lines(decode_unicode=True)
+                yield from parse_sse(line if isinstance(line, str) else line.decode("utf-8") for line in lines)
+            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+                raise ServerUnreachable(f"the event stream of job {job_id} broke off ({exc})") from None
+
+    def download(self, job_id: str, name: str, dest: str | Path) -> Path:
+        """Save one output (``tree.json``, ``solution.ipynb`` or ``tree.html``) to ``dest``.
+
+        ``dest`` is a folder (the file keeps its name) or a file path; returns the path written.
+        """
+        if name not in DOWNLOADS:
+            raise ClientError(f"download {name!r}: one of {', '.join(DOWNLOADS)}")
+        dest = Path(dest)
+        target = dest / name if dest.is_dir() or str(dest).endswith(("/", "\\")) else dest
+        response = self._request("GET", f"/v1/tasks/{job_id}/{name}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(response.content)
+        return target
+
+    def solve(self, task: str | Path | Mapping[str, Any], files: Iterable[str | Path] | None = None,
+              settings: Mapping[str, Any] | None = None, poll: float = 0.5,
+              timeout: float | None = None) -> dict[str, Any]:
+        """``submit`` then ``wait``: the finished job JSON, its ``result`` (result.json's dict) included."""
+        return self.wait(self.submit(task, files, settings), poll=poll, timeout=timeout)
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _error_text(response: requests.Response) -> str:
+    """The server's ``{"error": ...}`` text, else the start of the body."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:200] or response.reason or "no details"
+    if isinstance(body, dict) and body.get("error"):
+        return str(body["error"])
+    if isinstance(body, dict) and body.get("detail"):  # a framework's own error body
+        return str(body["detail"])
+    return json.dumps(body)[:200]

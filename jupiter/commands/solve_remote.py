@@ -1,0 +1,124 @@
+"""``jupiter solve TASK --server URL``: the same solve, run by a ``jupiter serve`` server instead of in-process.
+
+The task and its data files go up through ``jupiter.client``; progress comes back on the job's event stream
+(a poll of the job takes over if the stream breaks); the outputs land in ``--out`` with the names a local solve
+writes: result.json (the server's result dict), tree.json, solution.ipynb, tree.html. The policy and the value
+model are the server's, so ``--llm``, ``--value-model``, ``--cell-timeout`` and ``--ray`` are refused here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from jupiter.task import TaskError, load_task_file
+
+__all__ = ["run_remote", "remote_settings"]
+
+log = logging.getLogger(__name__)
+
+#: argparse dest → server settings key (only values the user gave are sent; the server has the defaults)
+_SETTINGS = {"mode": "mode", "iterations": "iterations", "expansions": "expansions", "c_puct": "c_puct",
+             "temperature": "temperature", "max_tokens": "max_tokens", "max_depth": "max_depth", "seed": "seed"}
+
+
+def remote_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``settings`` object for the server from the solve arguments (mode and seed always; others if given)."""
+    settings = {key: getattr(args, dest, None) for dest, key in _SETTINGS.items()}
+    return {k: v for k, v in settings.items() if v is not None}
+
+
+def _refuse_local_only(args: argparse.Namespace) -> None:
+    given = [flag for flag, bad in (("--llm", getattr(args, "llm", "default") != "default"),
+                                    ("--value-model", getattr(args, "value_model", None) is not None),
+                                    ("--cell-timeout", getattr(args, "cell_timeout", None) is not None),
+                                    ("--ray", bool(getattr(args, "ray", False))))
+             if bad]
+    if given:
+        raise TaskError(f"{', '.join(given)}: chosen by the server (jupiter serve), not with --server; "
+                        "drop them or solve locally")
+
+
+def _task_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[Path], str]:
+    """The task record as sent (``--setup`` folded in), its data files resolved locally, and its id."""
+    task = load_task_file(args.task, data_dir=getattr(args, "data_dir", None))  # TaskError names the problem
+    record = json.loads(Path(args.task).read_text(encoding="utf-8"))
+    setup = getattr(args, "setup", None)
+    if setup is not None:
+        try:
+            code = Path(setup).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TaskError(f"--setup {setup}: cannot read it ({exc})") from None
+        if not code.strip():
+            raise TaskError(f"--setup {setup}: the file is empty")
+        record["setup"] = code
+    return record, list(task.files), task.id
+
+
+def _follow(client: Any, job_id: str, total: int | None, show: bool) -> dict[str, Any]:
+    """Show progress from the event stream until ``done``; then the job JSON (polling if the stream broke)."""
+    from tqdm import tqdm
+
+    from jupiter.client import ClientError
+
+    bar = tqdm(total=total, desc=f"job {job_id}", unit="it", file=sys.stderr, disable=not show)
+    try:
+        for event in client.events(job_id):
+            if event.type == "iteration":
+                bar.n = int(event.data.get("iterations", bar.n))
+                bar.set_postfix(nodes=event.data.get("nodes"), answers=event.data.get("answers"), refresh=False)
+                bar.refresh()
+            elif event.type == "status":
+                bar.set_description(f"job {job_id} {event.data.get('status', '')}".rstrip())
+            elif event.type == "done":
+                break
+    except ClientError as exc:
+        log.warning("event stream of job %s: %s; polling instead", job_id, exc)
+    finally:
+        bar.close()
+    return client.wait(job_id, poll=1.0)
+
+
+def _out_dir(args: argparse.Namespace, task_id: str) -> Path:
+    if args.out is not None:
+        return Path(args.out)
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("_") or "task"
+    return Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_remote(args: argparse.Namespace) -> int:
+    """Solve ``args.task`` on ``args.server``; exit code as a local solve's (0 answer, 1 none, 2 error)."""
+    from jupiter.client import Client, ClientError, JobStatus
+
+    _refuse_local_only(args)
+    record, files, task_id = _task_dict(args)
+    out = _out_dir(args, task_id)
+    try:
+        with Client(args.server, token=getattr(args, "token", None)) as client:
+            job_id = client.submit(record, files, remote_settings(args))
+            print(f"submitted {task_id} as job {job_id} to {args.server}", file=sys.stderr)
+            job = _follow(client, job_id, args.iterations, show=not args.no_progress)
+            status = JobStatus(job["status"])
+            out.mkdir(parents=True, exist_ok=True)
+            result = dict(job.get("result") or {}, server=args.server, job_id=job_id)
+            if status is JobStatus.DONE:
+                (out / "result.json").write_text(json.dumps(result, indent=2, ensure_ascii=False, default=str)
+                                                 + "\n", encoding="utf-8")
+                for name in ("tree.json", "solution.ipynb", "tree.html"):
+                    client.download(job_id, name, out / name)
+    except ClientError as exc:
+        print(f"jupiter: error: {exc}", file=sys.stderr)
+        return 2
+    if status is not JobStatus.DONE:
+        print(f"jupiter: error: job {job_id} {status.value}: {job.get('error') or 'no details'}", file=sys.stderr)
+        return 2
+    answer = result.get("answer")
+    print(answer if answer is not None else "no answer found")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0 if answer is not None else 1
