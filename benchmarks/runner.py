@@ -128,7 +128,9 @@ def run_loop(
     """Solve every task not yet in ``results.jsonl``; append each record as its tree finishes.
 
     ``to_record(result, task)`` turns a ``SearchResult`` into the task's line (benchmark-specific fields).
-    Interrupting (Ctrl-C) loses only the trees in flight; rerunning resumes.
+    Interrupting (Ctrl-C) loses only the trees in flight; rerunning resumes. A tree the driver ended early
+    (``result.interrupted``) is not a finished task: it is not recorded (a rerun searches it again), and once
+    the driver has handed back every tree the ``KeyboardInterrupt`` is raised again for the caller.
     """
     results = ResultsLog(options.out_dir / "results.jsonl")
     done = results.done_ids
@@ -144,11 +146,15 @@ def run_loop(
         from tqdm import tqdm
 
         bar = tqdm(total=len(tasks), initial=outcome.skipped, desc=benchmark, unit="task", dynamic_ncols=True)
+    interrupted: list[str] = []
     try:
         for result in solve(pending, policy, make_sandbox, config, value, seed=options.seed):
             task = by_id.get(str(result.task_id))
             if task is None:
                 log.warning("the driver returned an unknown task id %r", result.task_id)
+                continue
+            if getattr(result, "interrupted", False):
+                interrupted.append(task.id)
                 continue
             record = to_record(result, task)
             results.append(record)
@@ -166,4 +172,8 @@ def run_loop(
         if bar is not None:
             bar.close()
         outcome.seconds = time.perf_counter() - started
+    if interrupted:
+        log.warning("interrupted: %d unfinished task(s) not recorded (%s); a rerun searches them again",
+                    len(interrupted), ", ".join(interrupted[:5]))
+        raise KeyboardInterrupt
     return outcome

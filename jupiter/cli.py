@@ -68,7 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jupiter: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("jupiter: interrupted; finished work is saved and a rerun resumes from it", file=sys.stderr)
+        # only commands whose outputs are resumable say so (set_defaults(interrupted_note=...)); a plain
+        # `jupiter solve` saves its partial tree itself and never gets here once the search has started
+        note = getattr(args, "interrupted_note", None)
+        print(f"jupiter: interrupted; {note}" if note else "jupiter: interrupted", file=sys.stderr)
         return 130
 
 
