@@ -80,12 +80,35 @@ def report_dabench(out_dir: Path, data: DabenchData, run: dict[str, Any] | None 
     wanted = {t.id for t in data.tasks}
     records = [r for r in _records(out_dir) if r.id in wanted]
     write_jsonl(out_dir / "responses.jsonl", official_responses(records))
-    summary = summarize_dabench(records, data)
+    summary = _name_denominators(summarize_dabench(records, data))
     if run:
         summary["run"] = run
     labels = {str(label["id"]): label for label in data.labels}
     curves = accuracy_curves(records, lambda c, r: float(dabench_correct(c.answer, labels.get(r.id))))
     write_report(out_dir, summary, curves)
+    return summary
+
+
+def _name_denominators(summary: dict[str, Any]) -> dict[str, Any]:
+    """Add DABench figures named by their denominator (``*_strict`` keys stay for older readers).
+
+    ``jupiter score`` calls its every-label figures ``*_all_labels``; here the denominator is every task the
+    run selected (finished or not, an unfinished one counts wrong), hence ``*_all_tasks``. The official
+    ``abq``/``pasq``/``uasq`` divide by the ``answered`` tasks.
+    """
+    metrics = summary.get("metrics") or {}
+    for name in ("abq", "pasq", "uasq"):
+        if f"{name}_strict" in metrics:
+            metrics[f"{name}_all_tasks"] = metrics[f"{name}_strict"]
+    if "n" in metrics:
+        metrics["answered"] = metrics["n"]
+    for which in ("vote", "value_selected", "any_candidate"):
+        if f"abq_{which}_strict" in summary:
+            summary[f"abq_{which}_all_tasks"] = summary[f"abq_{which}_strict"]
+    summary["denominators"] = {
+        "metrics.abq, pasq, uasq": "answered: tasks with a non-empty answer (the official rule)",
+        "*_all_tasks (= *_strict)": "every task this run selected; unfinished or unanswered ones count wrong",
+    }
     return summary
 
 

@@ -106,12 +106,14 @@ class Task:
         """Every input file that does not exist (empty when all are there)."""
         return [p for p in self.files if not p.is_file()]
 
-    def with_files_checked(self) -> "Task":
-        """Return self, or raise TaskError listing every missing data file."""
+    def with_files_checked(self, looked_in: Sequence[Path] = ()) -> "Task":
+        """Return self, or raise TaskError listing every missing data file, where it looked, and the fix."""
         missing = self.missing_files()
         if missing:
-            listed = ", ".join(str(p) for p in missing)
-            raise TaskError(f"task {self.id}: data file(s) not found: {listed}")
+            listed = ", ".join(p.name for p in missing)
+            folders = ", ".join(str(f) for f in (looked_in or sorted({p.parent for p in missing})))
+            raise TaskError(f"task {self.id}: data file(s) not found: {listed} (looked in {folders}); "
+                            "pass --data-dir DIR naming the folder that holds them")
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -382,7 +384,7 @@ def load_task_file(path: str | Path, data_dir: str | Path | None = None, check_f
         raise TaskError(f"{path}: not a UTF-8 text file") from None
     try:
         task = task_from_record(record, _bases(path, data_dir), where=str(path))
-        return task.with_files_checked() if check_files else task
+        return task.with_files_checked(_bases(path, data_dir)) if check_files else task
     except TaskError as exc:
         message = str(exc)
         raise TaskError(message if message.startswith(str(path)) else f"{path}: {message}") from None
@@ -421,7 +423,7 @@ def load_tasks(
             task = task_from_dabench(record, label_by_id.get(str(record.get("id"))), bases, where)
         else:
             task = task_from_record(record, bases, where)
-        tasks.append(task.with_files_checked() if check_files else task)
+        tasks.append(task.with_files_checked(bases) if check_files else task)
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})

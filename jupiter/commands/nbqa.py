@@ -17,6 +17,8 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from jupiter.commands.outputs import check_output_folder
+
 __all__ = ["add_parser"]
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,7 @@ def _run_crawl(args: argparse.Namespace) -> int:
     from nbqa_pipeline.crawl import CrawlConfig, crawl
     from nbqa_pipeline.github import GitHubClient
 
+    check_output_folder(args.out)
     try:
         config = CrawlConfig(
             queries=tuple(args.query or ["read_csv extension:ipynb"]), min_size=args.min_size, max_size=args.max_size,
@@ -102,6 +105,7 @@ def _run_filter(args: argparse.Namespace) -> int:
 
     if not args.input.is_file():
         return _fail(f"{args.input}: no such file")
+    check_output_folder(args.out)
     try:
         config = FilterConfig(min_code_lines=args.min_code_lines, min_rows=args.min_rows)
         report = run_filter(
@@ -140,6 +144,7 @@ def _run_extract(args: argparse.Namespace) -> int:
 
     if not args.input.is_file():
         return _fail(f"{args.input}: no such file")
+    check_output_folder(args.out)
     try:
         llm = LLMConfig.from_env(base_url=args.llm_url, model=args.model, timeout=args.timeout,
                                  json_mode=args.json_mode, price_prompt_per_mtok=args.price_prompt,
@@ -173,6 +178,7 @@ def _run_verify(args: argparse.Namespace) -> int:
 
     if not args.input.is_file():
         return _fail(f"{args.input}: no such file")
+    check_output_folder(args.out)
     splits = ("complete_low_randomness", "other") if args.all_splits else ("complete_low_randomness",)
     try:
         config = VerifyConfig(timeout_s=args.timeout, splits=splits, backend=args.backend)
@@ -212,6 +218,7 @@ def _run_export(args: argparse.Namespace) -> int:
 
     if not args.input.is_file():
         return _fail(f"{args.input}: no such file")
+    check_output_folder(args.out)
     count = approx_tokens
     if args.tokenizer:
         from transformers import AutoTokenizer
@@ -250,6 +257,7 @@ def _run_stats(args: argparse.Namespace) -> int:
     for path in given:
         if not path.is_file():
             return _fail(f"{path}: no such file")
+    check_output_folder(args.out)
     stats = collect_stats(args.filter, args.extract, args.nbqa, args.verify)
     path = write_report(stats, args.out)
     _emit({"report": str(path), "nbqa_records": stats.nbqa_records, "filter_reasons": stats.filter_reasons})
@@ -265,4 +273,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     inner = parser.add_subparsers(dest="nbqa_stage", metavar="STAGE")
     for add in STAGES:
         add(inner)
+    for stage in inner.choices.values():  # every stage skips the ids it has finished (see the docstring)
+        stage.set_defaults(interrupted_note="finished items are saved in --out; rerun the same command to resume")
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)

@@ -15,14 +15,19 @@ import json
 import sys
 from pathlib import Path
 
+from jupiter.commands.helpformat import HelpFormatter
+from jupiter.commands.outputs import check_output_file, check_output_folder
+
 __all__ = ["add_parser"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("value", help="value model: extract training data, train, score states")
+    parser = subparsers.add_parser("value", help="value model: extract training data, train, score states",
+                                   description=__doc__, formatter_class=HelpFormatter)
     inner = parser.add_subparsers(dest="value_command", metavar="ACTION")
 
-    ext = inner.add_parser("extract", help="tree files → JSONL training samples (messages, text, value)")
+    ext = inner.add_parser("extract", help="tree files → JSONL training samples (messages, text, value)",
+                           formatter_class=HelpFormatter)
     ext.add_argument("trees", nargs="+", type=Path, help="tree files (ours or the paper's; .json or .jsonl)")
     ext.add_argument("-o", "--output", type=Path, required=True, help="where to write the samples (JSONL)")
     ext.add_argument("--seed", type=int, default=0)
@@ -32,7 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     ext.add_argument("--template", default="gemma", choices=["gemma", "chatml"], help="how paths are rendered")
     ext.set_defaults(handler=run_extract)
 
-    tr = inner.add_parser("train", help="train LoRA + value head on extracted samples")
+    tr = inner.add_parser("train", help="train LoRA + value head on extracted samples",
+                          formatter_class=HelpFormatter)
     tr.add_argument("samples", type=Path, help="JSONL from 'jupiter value extract'")
     tr.add_argument("--base", default="default", help="backbone: Hugging Face folder, or 'default' (Gemma 3 270M)")
     tr.add_argument("--out", type=Path, required=True, help="output folder (model, checkpoints, metrics.json)")
@@ -57,7 +63,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     tr.add_argument("--seed", type=int, default=0)
     tr.set_defaults(handler=run_train)
 
-    sc = inner.add_parser("score", help="score states (JSONL of {messages: [...]}) with a trained model")
+    sc = inner.add_parser("score", help="score states (JSONL of {messages: [...]}) with a trained model",
+                          formatter_class=HelpFormatter)
     sc.add_argument("model", type=Path, help="a folder written by 'jupiter value train'")
     sc.add_argument("states", type=Path, help='JSONL: one {"messages": [...]} per line (other keys are echoed)')
     sc.add_argument("-o", "--output", type=Path, help="write JSONL here instead of stdout")
@@ -77,6 +84,7 @@ def run_extract(args: argparse.Namespace) -> int:
     from value_model.config import ConfigError
     from value_model.extract import ExtractConfig, ExtractError, extract_samples, write_samples
 
+    check_output_file(args.output, "--output")
     try:
         config = ExtractConfig(max_correct=args.max_correct, max_wrong=args.max_wrong,
                                max_wrong_if_no_correct=args.max_wrong_if_no_correct, seed=args.seed,
@@ -96,6 +104,7 @@ def run_train(args: argparse.Namespace) -> int:
     from value_model.config import ConfigError, ModelConfig, TrainConfig
     from value_model.extract import ExtractError, read_samples
 
+    check_output_folder(args.out)  # resumable from its checkpoints, but it must be a writable folder
     try:
         samples = read_samples(args.samples)
         train_config = TrainConfig(
@@ -126,6 +135,8 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_score(args: argparse.Namespace) -> int:
+    if args.output is not None:
+        check_output_file(args.output, "--output")
     records = []
     try:
         lines = args.states.read_text(encoding="utf-8").splitlines()
