@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "value": "jupiter.commands.value",
     "nbqa": "jupiter.commands.nbqa",
     "bench": "jupiter.commands.bench",
+    "serve": "jupiter.commands.serve",
 }
 
 

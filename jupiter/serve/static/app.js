@@ -22,6 +22,7 @@ const state = {
   fresh: new Set(),   // tags added since the last drawing (animated)
   drawQueued: false,
   pollTimer: null,
+  answers: new Map(), // job id -> answer of a finished job (the list leaves results out; fetched once)
 };
 
 const $ = id => document.getElementById(id);
@@ -150,7 +151,24 @@ async function submitTask(ev) {
 // ------------------------------------------------------------------ job list
 function answerOf(job) {
   if (job.result && job.result.answer !== undefined && job.result.answer !== null) return job.result.answer;
+  if (state.answers.has(job.id)) return state.answers.get(job.id);
   return job.answer === undefined ? null : job.answer;
+}
+
+async function fetchAnswers(jobs) {
+  // the list has no results: read each newly finished job once (a final job's answer never changes)
+  const missing = jobs.filter(j => j.status === "done" && !state.answers.has(j.id)).slice(0, 20);
+  let changed = false;
+  for (const job of missing) {
+    try {
+      const full = await api("GET", "/v1/tasks/" + encodeURIComponent(job.id));
+      state.answers.set(job.id, full.result ? full.result.answer : null);
+      changed = true;
+    } catch (err) {
+      return changed;
+    }
+  }
+  return changed;
 }
 
 function shortTime(stamp) {
@@ -172,9 +190,10 @@ async function refreshJobs() {
     if (err.status !== 401) message(err.message, true);
     return;
   }
+  const jobs = data.tasks || [];
+  await fetchAnswers(jobs);
   const body = $("jobs").querySelector("tbody");
   body.replaceChildren();
-  const jobs = data.tasks || [];
   $("no-jobs").hidden = jobs.length > 0;
   for (const job of jobs) {
     const row = document.createElement("tr");
@@ -287,6 +306,7 @@ function startStream(id) {
     }
     refreshJob();
     refreshJobs();
+    if (d.status === "done") finalValues(state.jobId);
   }));
   source.onerror = () => {
     if (state.source !== source) return;
@@ -301,6 +321,21 @@ function startStream(id) {
     }
     // CONNECTING: the browser reconnects by itself; the server replays every node, which addNode merges
   };
+}
+
+async function finalValues(id) {
+  // node events carry values as of the step that made each node; tree.json has them after the last backup
+  try {
+    const tree = await (await request("GET", "/v1/tasks/" + encodeURIComponent(id) + "/tree.json")).json();
+    if (state.jobId !== id) return;  // another job was opened meanwhile
+    for (const rec of tree.nodes || []) {
+      const n = state.nodes.get(rec.tag);
+      if (!n) continue;
+      if (typeof rec.value === "number") n.value = rec.value;
+      if (typeof rec.visit_count === "number") n.visits = rec.visit_count;
+    }
+    queueDraw();
+  } catch (err) { /* the drawing keeps the streamed values */ }
 }
 
 async function cancelJob() {

@@ -1,0 +1,101 @@
+"""``jupiter serve``: run the search service (the HTTP API of docs/serve.md) until Ctrl-C.
+
+Binds 127.0.0.1:8700 by default. On any other address a token is required (``--token`` or ``--token-file``)
+and every API request must send it as ``Authorization: Bearer <token>``. Jobs live in a SQLite database
+(``--db``); a restarted server finds every accepted job and re-queues the ones that were running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+__all__ = ["add_parser", "run"]
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "serve", help="run the search as an HTTP service (job API, live trees, SQLite job store)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--llm", default="default",
+                        help="policy spec, loaded once for every job: default | replay:FILE.json | "
+                             "http://HOST:PORT/v1#model=NAME | vllm:PATH | hf:PATH")
+    parser.add_argument("--value-model", type=Path, default=None, metavar="DIR", help="trained value model folder")
+    parser.add_argument("--profile", default="paper", help="search settings profile (default: paper)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8700)
+    parser.add_argument("--db", type=Path, default=Path("jupiter-serve/jobs.sqlite"),
+                        help="SQLite job database (default jupiter-serve/jobs.sqlite)")
+    parser.add_argument("--data-root", type=Path, default=None,
+                        help="folder of the job folders (default: jobs/ beside the database)")
+    parser.add_argument("--max-trees", type=int, default=16, help="trees searched at once over all jobs")
+    auth = parser.add_mutually_exclusive_group()
+    auth.add_argument("--token", default=None, help="bearer token every API request must send")
+    auth.add_argument("--token-file", type=Path, default=None, help="file holding the token (first line)")
+    parser.add_argument("--ray", default=None, metavar="ADDRESS",
+                        help="run the trees on this Ray cluster (e.g. 127.0.0.1:6379 or auto)")
+    parser.add_argument("--gc-days", type=float, default=None,
+                        help="remove finished jobs (database row and files) older than this many days")
+    parser.add_argument("--max-upload-mb", type=float, default=100.0, help="total size of a job's files")
+    parser.add_argument("--max-files", type=int, default=20, help="data files per job")
+    parser.add_argument("--max-queue", type=int, default=1000, help="queued jobs before submissions get 429")
+    parser.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell for every job")
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    from jupiter.task import TaskError
+
+    if args.token_file is None:
+        return args.token
+    try:
+        text = args.token_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"--token-file {args.token_file}: cannot read it ({exc})") from None
+    token = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if not token:
+        raise TaskError(f"--token-file {args.token_file}: the file is empty")
+    return token
+
+
+def run(args: argparse.Namespace) -> int:
+    from jupiter.serve.config import ServeConfig, ServeConfigError
+
+    try:
+        config = ServeConfig(
+            llm=args.llm, value_model=args.value_model, profile=args.profile, host=args.host, port=args.port,
+            db=args.db, data_root=args.data_root, max_trees=args.max_trees, token=_token(args),
+            ray_address=args.ray, gc_days=args.gc_days, max_upload_mb=args.max_upload_mb, max_files=args.max_files,
+            max_queue=args.max_queue, cell_timeout=args.cell_timeout)
+    except ServeConfigError as exc:
+        print(f"jupiter serve: error: {exc}", file=sys.stderr)
+        return 2
+    from jupiter.llm import PolicyError
+
+    import uvicorn
+
+    from jupiter.serve.app import create_app
+
+    logging.getLogger("jupiter").setLevel(logging.INFO)
+    policy = None
+    if config.ray_address is None:  # in Ray mode the workers load it
+        from jupiter.llm import load_policy
+
+        try:
+            policy = load_policy(config.llm)
+        except PolicyError as exc:
+            print(f"jupiter serve: error: --llm: {exc}", file=sys.stderr)
+            return 2
+    try:
+        app = create_app(config, policy=policy)
+        print(f"jupiter serve: http://{config.host}:{config.port}/ (database {config.db})", file=sys.stderr)
+        uvicorn.run(app, host=config.host, port=config.port, log_level="warning", timeout_graceful_shutdown=10)
+    except PolicyError as exc:
+        print(f"jupiter serve: error: --llm: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,459 @@
+"""The HTTP API of ``jupiter serve`` (FastAPI on uvicorn): jobs, their live events, their files, health, metrics.
+
+Routes (all JSON unless said; errors are ``{"error": "..."}`` with a 4xx status):
+
+- ``POST /v1/tasks`` (multipart: ``task``, ``files``..., ``settings``) → 202 ``{"id", "status": "queued"}``
+- ``GET /v1/tasks/{id}``, ``DELETE /v1/tasks/{id}`` (cancel), ``GET /v1/tasks?status=&limit=``
+- ``GET /v1/tasks/{id}/events`` (Server-Sent Events), ``/tree.json``, ``/solution.ipynb``, ``/tree.html``
+- ``GET /healthz``, ``GET /metrics`` (Prometheus text), ``GET /`` (the page), ``/static/...``
+
+``create_app(config)`` builds the app; its lifespan loads the policy once, opens the job store, re-queues the
+jobs a previous process left running, removes old jobs (``gc_days``) and starts the scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import MultiPartException, MultiPartParser
+
+from jupiter import __version__
+from jupiter.serve.auth import TokenAuth
+from jupiter.serve.config import ServeConfig
+from jupiter.serve.events import Event, EventHub, EventType, format_sse, node_events_from_tree_dict
+from jupiter.serve.jobs import (JobPaths, JobSpec, SubmissionError, as_job_task, check_file_name, job_paths,
+                                load_job_task, parse_settings, search_config)
+from jupiter.serve.metrics import MetricsSnapshot, render_metrics
+from jupiter.serve.scheduler import Scheduler
+from jupiter.serve.store import JobRecord, JobStatus, JobStore
+
+__all__ = ["create_app", "ServerState"]
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+DOWNLOADS = {"tree.json": "application/json", "solution.ipynb": "application/x-ipynb+json",
+             "tree.html": "text/html; charset=utf-8"}
+_FIELD_BYTES = 16 * 2**20  # the task JSON and settings fields (not files) may be this large
+_KEEPALIVE_S = 15.0
+
+
+class ServerState:
+    """What the routes share: config, store, event hub, scheduler and the policy (built by the lifespan)."""
+
+    def __init__(self, config: ServeConfig, policy: Any, value: Any) -> None:
+        from sandbox import Sandbox, SandboxConfig
+
+        self.config = config
+        self.policy = policy
+        self.started = time.time()
+        config.data_root.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
+        os.chmod(config.data_root, 0o700)  # type: ignore[arg-type]  # sandbox users cannot look into jobs
+        self.store = JobStore(config.db)
+        self.hub = EventHub()
+        timeout = config.cell_timeout
+        sandbox_config = SandboxConfig(timeout_s=timeout) if timeout else SandboxConfig()
+        self.scheduler = Scheduler(
+            self.store, self.hub, policy, lambda: Sandbox(sandbox_config), max_trees=config.max_trees,
+            value=value, llm_spec=config.llm, ray_address=config.ray_address, value_model=config.value_model,
+            sandbox_config=sandbox_config)
+
+    def paths(self, job_id: str) -> JobPaths:
+        return job_paths(self.config.data_root, job_id)  # type: ignore[arg-type]
+
+    def spec_for(self, job_id: str, settings: dict[str, Any]) -> JobSpec:
+        """Rebuild a stored job's spec from its folder (used at submit and after a restart)."""
+        paths = self.paths(job_id)
+        task = load_job_task(paths)
+        config = search_config(settings, self.config.profile, self.config.max_trees, self.config.cell_timeout)
+        return JobSpec(job_id, as_job_task(task, job_id), task.id, config, int(settings.get("seed", 0)), paths)
+
+    def resume(self) -> None:
+        """Queue what the database holds: jobs a crashed server left running go back to the queue."""
+        requeued = self.store.requeue_running()
+        if requeued:
+            log.warning("re-queued %d job(s) left running by the previous server: %s", len(requeued),
+                        ", ".join(requeued))
+        for record in self.store.list(JobStatus.QUEUED, limit=None, oldest_first=True):
+            try:
+                self.scheduler.submit(self.spec_for(record.id, record.settings))
+            except (SubmissionError, OSError) as exc:
+                self.store.finish(record.id, JobStatus.FAILED, None, None, f"cannot resume the job: {exc}")
+
+    def collect_garbage(self) -> int:
+        """Remove final jobs older than ``gc_days`` (row and folder). Returns how many."""
+        if self.config.gc_days is None:
+            return 0
+        ids = self.store.finished_before(time.time() - self.config.gc_days * 86400)
+        for job_id in ids:
+            shutil.rmtree(self.paths(job_id).root, ignore_errors=True)
+            self.store.delete(job_id)
+            self.hub.drop(job_id)
+        if ids:
+            log.info("garbage collection removed %d job(s) older than %s day(s)", len(ids), self.config.gc_days)
+        return len(ids)
+
+    def metrics(self) -> MetricsSnapshot:
+        counts = self.store.counts()
+        nodes_rate, tokens_rate = self.scheduler.meter.rates()
+        return MetricsSnapshot(
+            queue_length=counts[JobStatus.QUEUED],
+            running_trees=self.scheduler.running,
+            jobs_by_status={s.value: n for s, n in counts.items()},
+            nodes_per_second=nodes_rate,
+            tokens_per_second=tokens_rate,
+            prefix_cache_hit_rate=_cache_hit_rate(self.policy),
+            sandbox_states=self.scheduler.sandbox_states(),
+            failures_by_type=dict(self.scheduler.failures),
+        )
+
+    def close(self) -> None:
+        self.scheduler.shutdown()
+        self.store.close()
+
+
+def _cache_hit_rate(policy: Any) -> float | None:
+    stats = getattr(policy, "stats", None)
+    if not callable(stats):
+        return None
+    try:
+        rate = getattr(stats(), "prefix_cache_hit_rate", None)
+    except Exception:  # a remote policy that cannot answer: unknown
+        return None
+    return None if rate is None or not math.isfinite(float(rate)) else float(rate)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _load_value(path: Path) -> Any:
+    from value_model import ValueScorer  # heavy (torch): only with --value-model
+
+    loader = getattr(ValueScorer, "load", None)
+    return loader(path) if callable(loader) else ValueScorer(path)
+
+
+def create_app(config: ServeConfig, policy: Any = None, value: Any = None) -> FastAPI:
+    """The ASGI app. ``policy`` (and ``value``) may be given already loaded (tests); else the lifespan loads
+    ``config.llm`` with ``jupiter.llm.load_policy`` (not in Ray mode, where the workers load it)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        nonlocal policy, value
+        if policy is None and config.ray_address is None:
+            from jupiter.llm import load_policy
+
+            policy = load_policy(config.llm)
+        if value is None and config.value_model is not None and config.ray_address is None:
+            value = _load_value(config.value_model)
+        state = ServerState(config, policy, value)
+        app.state.server = state
+        state.collect_garbage()
+        state.resume()
+        gc_task = asyncio.create_task(_gc_loop(state)) if config.gc_days is not None else None
+        try:
+            yield
+        finally:
+            if gc_task is not None:
+                gc_task.cancel()
+            await asyncio.to_thread(state.close)
+            close = getattr(policy, "close", None)
+            if callable(close):
+                close()
+
+    app = FastAPI(title="Jupiter", version=__version__, lifespan=lifespan,
+                  description="Tree search over notebook states, as a service. Submit a task, follow its tree, "
+                              "download the notebook.")
+    _routes(app)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = ["{}: {}".format(".".join(str(x) for x in e.get("loc", ())), e.get("msg", "")) for e in exc.errors()]
+        return _error(400, "; ".join(parts) or "bad request")
+
+    app.add_middleware(TokenAuth, token=config.token)
+    return app
+
+
+async def _gc_loop(state: ServerState) -> None:
+    while True:
+        await asyncio.sleep(3600)
+        await asyncio.to_thread(state.collect_garbage)
+
+
+def _server(request: Request) -> ServerState:
+    return request.app.state.server
+
+
+def _record(request: Request, job_id: str, with_tree: bool = False) -> JobRecord:
+    server = _server(request)
+    try:
+        server.paths(job_id)
+    except SubmissionError:
+        raise StarletteHTTPException(404, f"no job {job_id!r}") from None
+    record = server.store.get(job_id, with_tree=with_tree)
+    if record is None:
+        raise StarletteHTTPException(404, f"no job {job_id!r}")
+    return record
+
+
+_SUBMIT_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {"multipart/form-data": {"schema": {
+            "type": "object", "required": ["task"],
+            "properties": {
+                "task": {"type": "string", "description": "the task JSON (our layout, NbQA or DABench record)"},
+                "files": {"type": "array", "items": {"type": "string", "format": "binary"},
+                          "description": "data files the task names (plain file names)"},
+                "settings": {"type": "string", "description": "JSON object: mode, iterations, expansions, c_puct, "
+                                                              "temperature, top_p, max_tokens, max_depth, "
+                                                              "decision, seed"},
+            }}}},
+    },
+}
+
+
+def _routes(app: FastAPI) -> None:
+    @app.post("/v1/tasks", status_code=202, openapi_extra=_SUBMIT_DOC, summary="Submit a task")
+    async def submit(request: Request) -> JSONResponse:
+        server = _server(request)
+        try:
+            return await _submit(request, server)
+        except SubmissionError as exc:
+            return _error(exc.status, str(exc))
+
+    @app.get("/v1/tasks", summary="List jobs, newest first")
+    async def list_jobs(request: Request, status: str | None = None, limit: int = 100) -> JSONResponse:
+        wanted = None
+        if status:
+            try:
+                wanted = JobStatus(status)
+            except ValueError:
+                return _error(400, f"status: {status!r} is not one of {', '.join(s.value for s in JobStatus)}")
+        if not 1 <= limit <= 10000:
+            return _error(400, f"limit: must be 1..10000 (got {limit})")
+        records = _server(request).store.list(wanted, limit=limit)
+        return JSONResponse({"tasks": [r.to_json(with_result=False) for r in records]})
+
+    @app.get("/v1/tasks/{job_id}", summary="A job: status, progress, result")
+    async def get_job(request: Request, job_id: str) -> JSONResponse:
+        return JSONResponse(_record(request, job_id).to_json())
+
+    @app.delete("/v1/tasks/{job_id}", summary="Cancel a job")
+    async def cancel_job(request: Request, job_id: str) -> JSONResponse:
+        record = _record(request, job_id)
+        server = _server(request)
+        if not record.status.is_final:
+            now = await asyncio.to_thread(server.scheduler.cancel, job_id)
+            if now is JobStatus.RUNNING:  # the tree stops at its next step: wait a little for it
+                for _ in range(40):
+                    await asyncio.sleep(0.05)
+                    if server.store.get(job_id).status.is_final:  # type: ignore[union-attr]
+                        break
+        return JSONResponse(_record(request, job_id).to_json())
+
+    @app.get("/v1/tasks/{job_id}/events", summary="Server-Sent Events of a job's tree")
+    async def events(request: Request, job_id: str) -> StreamingResponse:
+        _record(request, job_id)
+        return StreamingResponse(_event_stream(request, job_id), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    for name, media in DOWNLOADS.items():
+        _download_route(app, name, media)
+
+    @app.get("/healthz", summary="Liveness and queue size")
+    async def healthz(request: Request) -> JSONResponse:
+        server = _server(request)
+        counts = server.store.counts()
+        return JSONResponse({"status": "ok", "version": __version__, "policy": server.config.llm,
+                             "queued": counts[JobStatus.QUEUED], "running": server.scheduler.running,
+                             "ray": server.config.ray_address is not None})
+
+    @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+    async def metrics(request: Request) -> PlainTextResponse:
+        snapshot = await asyncio.to_thread(_server(request).metrics)
+        return PlainTextResponse(render_metrics(snapshot), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> Any:
+        page = STATIC_DIR / "index.html"
+        if page.is_file():
+            return FileResponse(page, media_type="text/html; charset=utf-8")
+        return HTMLResponse("<!doctype html><title>Jupiter</title><p>Jupiter server: the API is at "
+                            "<a href='/docs'>/docs</a>.</p>")
+
+
+def _download_route(app: FastAPI, name: str, media: str) -> None:
+    async def download(request: Request, job_id: str) -> FileResponse:
+        _record(request, job_id)
+        path = _server(request).paths(job_id).output / name
+        if not path.is_file():
+            raise StarletteHTTPException(404, f"job {job_id}: no {name} yet")
+        return FileResponse(path, media_type=media, filename=f"{job_id}-{name}" if name != "tree.html" else None)
+
+    app.add_api_route(f"/v1/tasks/{{job_id}}/{name}", download, methods=["GET"], summary=f"Download {name}")
+
+
+async def _submit(request: Request, server: ServerState) -> JSONResponse:
+    config = server.config
+    if server.store.counts()[JobStatus.QUEUED] >= config.max_queue:
+        raise SubmissionError(f"queue full: {config.max_queue} jobs are waiting; try again later", status=429)
+    content_type = request.headers.get("content-type", "")
+    if not content_type.startswith("multipart/form-data"):
+        raise SubmissionError("send the task as multipart/form-data (fields: task, files, settings)", status=415)
+    declared = request.headers.get("content-length")
+    limit = config.max_upload_bytes
+    if declared is not None and declared.isdigit() and int(declared) > limit + _FIELD_BYTES:
+        raise SubmissionError(f"upload too large: {int(declared)} bytes; the limit is {config.max_upload_mb:g} MB",
+                              status=413)
+
+    async def body() -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen > limit + _FIELD_BYTES:
+                raise SubmissionError(f"upload too large: more than {config.max_upload_mb:g} MB", status=413)
+            yield chunk
+
+    parser = MultiPartParser(request.headers, body(), max_files=config.max_files + 100, max_fields=100,
+                             max_part_size=_FIELD_BYTES)
+    try:
+        form = await parser.parse()
+    except MultiPartException as exc:
+        if "Too many files" in str(exc):
+            raise SubmissionError(f"too many files: the limit is {config.max_files}") from None
+        raise SubmissionError(f"bad multipart body: {exc}") from None
+    try:
+        return await _accept(form, server)
+    finally:
+        await form.close()
+
+
+async def _accept(form: Any, server: ServerState) -> JSONResponse:
+    config = server.config
+    unknown = sorted({k for k in form.keys()} - {"task", "files", "settings"})
+    if unknown:
+        raise SubmissionError(f"unknown form field(s) {', '.join(unknown)}; send task, files and settings")
+    task_text = form.get("task")
+    if task_text is None:
+        raise SubmissionError("task: the 'task' field (the task JSON) is missing")
+    if not isinstance(task_text, str):
+        task_text = (await task_text.read()).decode("utf-8", errors="strict")
+    settings_field = form.get("settings")
+    if settings_field is not None and not isinstance(settings_field, str):
+        settings_field = (await settings_field.read()).decode("utf-8")
+    settings = parse_settings(settings_field)
+    search_config(settings, config.profile, config.max_trees, config.cell_timeout)  # refuse bad settings early
+    uploads = [f for f in form.getlist("files") if not isinstance(f, str)]
+    if len(form.getlist("files")) != len(uploads):
+        raise SubmissionError("files: each 'files' field must be a file upload")
+    if len(uploads) > config.max_files:
+        raise SubmissionError(f"too many files: {len(uploads)}; the limit is {config.max_files}")
+    names = [check_file_name(u.filename) for u in uploads]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SubmissionError(f"files: duplicate file name(s) {', '.join(duplicates)}")
+    total = sum(int(u.size or 0) for u in uploads)
+    if total > config.max_upload_bytes:
+        raise SubmissionError(f"upload too large: files total {total} bytes; the limit is "
+                              f"{config.max_upload_mb:g} MB", status=413)
+    try:
+        json.loads(task_text)
+    except json.JSONDecodeError as exc:
+        raise SubmissionError(f"task: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    job_id = uuid.uuid4().hex
+    paths = server.paths(job_id)
+    try:
+        await asyncio.to_thread(_write_job, paths, task_text, uploads, names)
+        spec = server.spec_for(job_id, settings)
+    except BaseException:
+        shutil.rmtree(paths.root, ignore_errors=True)
+        raise
+    server.store.insert(job_id, spec.task_id, spec.task.question, settings)
+    server.scheduler.submit(spec)
+    return JSONResponse({"id": job_id, "status": JobStatus.QUEUED.value}, status_code=202)
+
+
+def _write_job(paths: JobPaths, task_text: str, uploads: list[Any], names: list[str]) -> None:
+    paths.root.mkdir(mode=0o700)
+    paths.files.mkdir(mode=0o700)
+    paths.task.write_text(task_text, encoding="utf-8")
+    for upload, name in zip(uploads, names):
+        upload.file.seek(0)
+        with open(paths.files / name, "xb") as out:
+            shutil.copyfileobj(upload.file, out, 1 << 20)
+
+
+async def _event_stream(request: Request, job_id: str) -> AsyncIterator[str]:
+    """A job's events: every node so far (root first), then live events until ``done``; keep-alive comments."""
+    server = _server(request)
+    loop = asyncio.get_running_loop()
+    subscription = server.hub.subscribe(job_id, loop)
+    if subscription is None:
+        record = server.store.get(job_id, with_tree=True)
+        if record is None:
+            return
+        if record.status.is_final:
+            for node in node_events_from_tree_dict(record.tree):
+                yield format_sse(Event(EventType.NODE, node))
+            answer = (record.result or {}).get("answer")
+            yield format_sse(Event(EventType.DONE, {"status": record.status.value, "answer": answer,
+                                                    "error": record.error}))
+            return
+        server.hub.open(job_id)  # queued: open its channel so that we see it start
+        subscription = server.hub.subscribe(job_id, loop)
+        assert subscription is not None
+        if subscription.queue is not None:  # it may have ended between the read and the subscribe
+            record = server.store.get(job_id)
+            if record is not None and record.status.is_final and subscription.done is None:
+                server.hub.unsubscribe(job_id, subscription.queue)
+                yield format_sse(Event(EventType.DONE, {"status": record.status.value,
+                                                        "answer": (record.result or {}).get("answer"),
+                                                        "error": record.error}))
+                return
+    for node in subscription.nodes:
+        yield format_sse(Event(EventType.NODE, node))
+    if subscription.queue is None:
+        if subscription.done is not None:
+            yield format_sse(subscription.done)
+        return
+    queue = subscription.queue
+    try:
+        record = server.store.get(job_id)
+        if record is not None:
+            yield format_sse(Event(EventType.STATUS, {"status": record.status.value}))
+        while True:
+            try:
+                event = await asyncio.wait_for(queue.get(), timeout=_KEEPALIVE_S)
+            except asyncio.TimeoutError:
+                if await request.is_disconnected():
+                    return
+                yield ": keep-alive\n\n"
+                continue
+            yield format_sse(event)
+            if event.type is EventType.DONE:
+                return
+    finally:
+        server.hub.unsubscribe(job_id, queue)

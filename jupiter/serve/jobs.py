@@ -1,0 +1,191 @@
+"""What a submitted job is made of, checked before it is accepted: its settings, its file names, its task.
+
+Every check raises ``SubmissionError`` whose message names the bad field or file, and whose ``status`` is the
+HTTP status the API answers with. Nothing here touches the database or the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from jupiter.task import Task, TaskError, load_task_file
+
+__all__ = ["SubmissionError", "JobSpec", "SETTINGS", "parse_settings", "check_file_name", "load_job_task",
+           "search_config", "JOB_ID_PATTERN", "job_paths", "JobPaths", "as_job_task"]
+
+#: per-job settings a client may send, with their JSON types
+SETTINGS: dict[str, tuple[type, ...]] = {
+    "mode": (str,),
+    "iterations": (int,),
+    "expansions": (int,),
+    "c_puct": (int, float),
+    "temperature": (int, float),
+    "top_p": (int, float),
+    "max_tokens": (int,),
+    "max_depth": (int,),
+    "decision": (str,),
+    "seed": (int,),
+}
+
+JOB_ID_PATTERN = re.compile(r"^[0-9a-f]{32}$")
+
+
+class SubmissionError(ValueError):
+    """A submission is refused; ``status`` is the HTTP status (400 unless said otherwise)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    """The folder of one job: ``task.json``, ``files/`` (its data, all the sandbox sees) and ``output/``."""
+
+    root: Path
+
+    @property
+    def task(self) -> Path:
+        return self.root / "task.json"
+
+    @property
+    def files(self) -> Path:
+        return self.root / "files"
+
+    @property
+    def output(self) -> Path:
+        return self.root / "output"
+
+
+def job_paths(data_root: Path, job_id: str) -> JobPaths:
+    """The folder of ``job_id`` (checked against the id pattern, so an id never walks out of ``data_root``)."""
+    if not JOB_ID_PATTERN.match(job_id):
+        raise SubmissionError(f"job id {job_id!r} is not a job id", status=404)
+    return JobPaths(Path(data_root) / job_id)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job as the driver runs it: the task (its id replaced by the job id, so that two jobs of the same task
+    never share a tree), the original task id, the search settings and the seed."""
+
+    job_id: str
+    task: Task
+    task_id: str
+    config: Any  # search.SearchConfig
+    seed: int
+    paths: JobPaths
+
+
+def parse_settings(text: str | None) -> dict[str, Any]:
+    """The ``settings`` form field → a dict of known settings (unknown keys and wrong types refused)."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SubmissionError(f"settings: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(raw, dict):
+        raise SubmissionError(f"settings: must be a JSON object, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(SETTINGS))
+    if unknown:
+        raise SubmissionError(f"settings: unknown setting(s) {', '.join(unknown)}; "
+                              f"known: {', '.join(SETTINGS)}")
+    for key, value in raw.items():
+        types = SETTINGS[key]
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, types):
+            names = " or ".join("number" if t is float else t.__name__ for t in types)
+            raise SubmissionError(f"settings.{key}: must be {names}, got {json.dumps(value)}")
+    return {k: v for k, v in raw.items() if v is not None}
+
+
+def search_config(settings: Mapping[str, Any], profile: str, max_trees: int, cell_timeout: float | None) -> Any:
+    """The job's ``SearchConfig``: the profile's settings for its mode with the job's overrides on top."""
+    from search.config import ConfigError, Mode
+
+    try:
+        from search.profiles import resolve_profile
+    except ImportError:  # an older checkout without profiles
+        resolve_profile = None
+    mode_name = settings.get("mode", "infer")
+    try:
+        mode = Mode(mode_name)
+    except ValueError:
+        raise SubmissionError(f"settings.mode: {mode_name!r} is not one of "
+                              f"{', '.join(m.value for m in Mode)}") from None
+    overrides = {k: v for k, v in settings.items() if k not in ("mode", "seed")}
+    if "decision" in overrides:
+        from search.config import Decision
+
+        try:
+            overrides["decision"] = Decision(overrides["decision"])
+        except ValueError:
+            raise SubmissionError(f"settings.decision: {overrides['decision']!r} is not one of "
+                                  f"{', '.join(d.value for d in Decision)}") from None
+    overrides.update(max_trees_in_flight=max_trees, cell_timeout=cell_timeout)
+    try:
+        if resolve_profile is not None:
+            return resolve_profile(profile, mode, **overrides)
+        from search import config_for_mode
+
+        return config_for_mode(mode, **overrides)
+    except ConfigError as exc:
+        raise SubmissionError(f"settings: {exc}") from None
+    except TypeError as exc:  # a setting this mode's config does not take
+        raise SubmissionError(f"settings: {exc}") from None
+
+
+def check_file_name(name: str | None) -> str:
+    """A data file's name as uploaded: a plain base name (no folders, no ``..``, no NUL, no leading dot)."""
+    if not name:
+        raise SubmissionError("files: an uploaded file has no name")
+    bad = None
+    if "/" in name or "\\" in name:
+        bad = "contains a path separator"
+    elif "\x00" in name:
+        bad = "contains a NUL byte"
+    elif ".." in name:
+        bad = "contains '..'"
+    elif name.startswith("."):
+        bad = "starts with a dot"
+    elif len(name.encode("utf-8")) > 255:
+        bad = "is longer than 255 bytes"
+    elif any(ord(c) < 32 for c in name):
+        bad = "contains a control character"
+    if bad:
+        raise SubmissionError(f"files: file name {name!r} {bad}; send plain file names")
+    return name
+
+
+def load_job_task(paths: JobPaths) -> Task:
+    """Read the job's task.json with its data files resolved in the job's ``files/`` folder only.
+
+    Any data file the task names that is not in ``files/`` (not uploaded, or a path pointing elsewhere on the
+    server) is refused, listed by name: a job can never read another job's files or the server's.
+    """
+    try:
+        task = load_task_file(paths.task, data_dir=paths.files, check_files=False)
+    except TaskError as exc:
+        message = str(exc).replace(str(paths.task), "task")
+        raise SubmissionError(message if message.startswith("task") else f"task: {message}") from None
+    files_dir = paths.files.resolve()
+    missing: list[str] = []
+    for path in task.files:
+        resolved = Path(path).resolve()
+        if resolved.parent != files_dir or not resolved.is_file():
+            missing.append(Path(path).name)
+    if missing:
+        raise SubmissionError(f"task: data file(s) not uploaded: {', '.join(missing)} "
+                              f"(send each as a 'files' field)")
+    return task
+
+
+def as_job_task(task: Task, job_id: str) -> Task:
+    """The task the driver sees: the job id as its id (prompts never show the id), the original kept."""
+    return replace(task, id=job_id, metadata={**dict(task.metadata), "task_id": task.id})
