@@ -19,30 +19,22 @@ __all__ = ["ray_solver", "result_from_outcome"]
 
 def result_from_outcome(outcome: Any, config: Any, value_given: bool) -> Any:
     """A Ray ``TreeOutcome`` → ``search.SearchResult`` (decision recomputed from the tree)."""
-    from search.config import Decision
-    from search.decide import decide
-    from search.result import SearchResult, SearchStats
+    from search.result import SearchStats, result_from_tree
 
     tree = outcome.tree
-    verdict = decide(tree.answers() if tree is not None else [])
-    decision = config.decision
-    if decision is Decision.AUTO:
-        decision = Decision.VALUE if value_given else Decision.VOTE
-    chosen = verdict.by_value if decision is Decision.VALUE else verdict.vote
     stats = SearchStats(nodes=int(outcome.nodes or 0), wall_seconds=float(outcome.seconds or 0.0),
-                        answers=len(verdict.candidates))
+                        answers=len(tree.answers()) if tree is not None else 0)
     if tree is not None:
         from benchmarks.records import iteration_numbers
 
         numbers = iteration_numbers(tree, config.mode.is_tree)
         stats.iterations = max(numbers.values(), default=0)
-    return SearchResult(
-        task_id=str(outcome.task_id), answer=chosen.answer if chosen else None, decided_by=decision.value,
-        vote_answer=verdict.vote.answer if verdict.vote else None,
-        value_answer=verdict.by_value.answer if verdict.by_value else None,
-        verdict=verdict, tree=tree, config=config, stats=stats, error=outcome.error,
-        files=dict(getattr(outcome, "files", None) or {}),
-    )
+    else:
+        from search.tree import Tree
+
+        tree = Tree(None)
+    return result_from_tree(str(outcome.task_id), tree, config, stats, value_given=value_given,
+                            error=outcome.error, files=getattr(outcome, "files", None))
 
 
 def ray_solver(llm_spec: str, value_model: str | Path | None, ray_dir: str | Path, **ray_options: Any) -> Any:

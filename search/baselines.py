@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from search.config import Decision, Mode, SearchConfig
+from search.config import Mode, SearchConfig
+from search.profiles import DEFAULT_PROFILE, resolve_profile
 
 __all__ = ["REACT_TURNS", "react_config", "vote_config", "config_for_mode"]
 
@@ -19,26 +20,14 @@ REACT_TURNS = 25
 
 def react_config(**overrides: Any) -> SearchConfig:
     """ReAct: one path, temperature 0.2, at most 25 turns."""
-    values: dict[str, Any] = dict(mode=Mode.REACT, temperature=0.2, iterations=REACT_TURNS, max_depth=REACT_TURNS,
-                                  expansions=1, vote_runs=1, drop_duplicates=False, decision=Decision.VOTE)
-    values.update(overrides)
-    return SearchConfig(**values)
+    return resolve_profile(DEFAULT_PROFILE, Mode.REACT, **overrides)
 
 
 def vote_config(runs: int = 5, **overrides: Any) -> SearchConfig:
     """Majority voting: ``runs`` independent ReAct paths at temperature 0.7, answers decided by vote."""
-    values: dict[str, Any] = dict(mode=Mode.VOTE, temperature=0.7, iterations=REACT_TURNS, max_depth=REACT_TURNS,
-                                  expansions=1, vote_runs=runs, drop_duplicates=False, decision=Decision.VOTE)
-    values.update(overrides)
-    return SearchConfig(**values)
+    return resolve_profile(DEFAULT_PROFILE, Mode.VOTE, vote_runs=runs, **overrides)
 
 
-def config_for_mode(mode: Mode | str, **overrides: Any) -> SearchConfig:
-    """The default settings of a mode, with ``overrides`` (None values are ignored) applied."""
-    mode = Mode(mode)
-    given = {k: v for k, v in overrides.items() if v is not None}
-    if mode is Mode.REACT:
-        return react_config(**given)
-    if mode is Mode.VOTE:
-        return vote_config(**given)
-    return SearchConfig(mode=mode, **given)
+def config_for_mode(mode: Mode | str, profile: str = DEFAULT_PROFILE, **overrides: Any) -> SearchConfig:
+    """The settings of ``mode`` in ``profile`` (``search.profiles``), with ``overrides`` (None ignored) applied."""
+    return resolve_profile(profile, mode, **overrides)

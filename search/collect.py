@@ -34,11 +34,11 @@ __all__ = ["COLLECT_DEFAULTS", "CostEstimate", "estimate_cost", "build_config", 
 
 log = logging.getLogger("search.collect")
 
-#: The paper's collection settings (SearchConfig field → value).
+#: The paper's collection settings (SearchConfig field → value); ``search.profiles`` is their one source.
 COLLECT_DEFAULTS: dict[str, Any] = {
     "iterations": 50, "max_depth": 10, "expansions": 3, "temperature": 1.0, "top_p": 0.95, "c_puct": 1.25,
     "partial_credit": False,
-}
+}  # tests/ray/test_ray_units.py checks that the paper profile still gives exactly these
 
 
 @dataclass(frozen=True)
@@ -106,15 +106,18 @@ def _parser() -> argparse.ArgumentParser:
     model.add_argument("--llm", default="default",
                        help="policy spec: http(s)://HOST:PORT/v1#model=NAME, vllm:PATH, hf:PATH, replay:FILE, default")
     model.add_argument("--value-model", type=Path, default=None, help="value-model folder (shared scorer actor)")
-    search = p.add_argument_group("search (defaults: the paper's collection settings)")
-    search.add_argument("--iterations", type=int, default=COLLECT_DEFAULTS["iterations"])
-    search.add_argument("--max-depth", type=int, default=COLLECT_DEFAULTS["max_depth"])
-    search.add_argument("-k", "--expansions", type=int, default=COLLECT_DEFAULTS["expansions"])
-    search.add_argument("--temperature", type=float, default=COLLECT_DEFAULTS["temperature"])
-    search.add_argument("--top-p", type=float, default=COLLECT_DEFAULTS["top_p"])
-    search.add_argument("--c-puct", type=float, default=COLLECT_DEFAULTS["c_puct"])
-    search.add_argument("--max-tokens", type=int, default=1024)
-    search.add_argument("--cell-timeout", type=float, default=180.0, help="seconds per cell")
+    search = p.add_argument_group("search (unset: the profile's collection settings; see --print-config)")
+    search.add_argument("--profile", choices=("paper", "v0.1"), default="paper",
+                        help="named settings (search.profiles): 'paper' = the seed paper and its reference code")
+    search.add_argument("--iterations", type=int, default=None, help="iterations per tree (paper: 50)")
+    search.add_argument("--max-depth", type=int, default=None, help="a live node deeper than this is terminal (10)")
+    search.add_argument("-k", "--expansions", type=int, default=None, help="samples per expansion (paper: 3)")
+    search.add_argument("--temperature", type=float, default=None, help="sampling temperature (paper: 1.0)")
+    search.add_argument("--top-p", type=float, default=None, help="nucleus top_p (paper: 0.95)")
+    search.add_argument("--c-puct", type=float, default=None, help="PUCT exploration (paper: 1.25)")
+    search.add_argument("--max-tokens", type=int, default=None, help="most tokens per reply (1024)")
+    search.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell (180)")
+    search.add_argument("--print-config", action="store_true", help="print the resolved settings as JSON and exit")
     search.add_argument("--partial-credit", action="store_true", help="reward 2*share-1 instead of ±1")
     search.add_argument("--trees-per-worker", type=int, default=16, help="trees each worker advances together")
     search.add_argument("--seed", type=int, default=0)
@@ -140,12 +143,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def build_config(args: argparse.Namespace) -> Any:
     """The SearchConfig of a collection from the CLI arguments (COLLECT mode)."""
-    from search.config import Mode, SearchConfig
+    from search.config import Mode
+    from search.profiles import resolve_profile
 
-    return SearchConfig(
-        mode=Mode.COLLECT, iterations=args.iterations, max_depth=args.max_depth, expansions=args.expansions,
-        temperature=args.temperature, top_p=args.top_p, c_puct=args.c_puct, max_tokens=args.max_tokens,
-        cell_timeout=args.cell_timeout, partial_credit=args.partial_credit,
+    return resolve_profile(
+        getattr(args, "profile", "paper"), Mode.COLLECT, iterations=args.iterations, max_depth=args.max_depth,
+        expansions=args.expansions, temperature=args.temperature, top_p=args.top_p, c_puct=args.c_puct,
+        max_tokens=args.max_tokens, cell_timeout=args.cell_timeout, partial_credit=args.partial_credit,
         max_trees_in_flight=args.trees_per_worker,
     )
 
@@ -195,6 +199,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check_working_dir(args)
         except NotADirectoryError as exc:
             parser.error(str(exc))
+    if args.print_config:
+        from search.config import ConfigError
+
+        try:
+            print(json.dumps({"profile": args.profile, "config": build_config(args).to_dict()}, indent=2))
+        except ConfigError as exc:
+            parser.error(str(exc))
+        return 0
     if args.tasks is None or (args.out is None and not args.dry_run):
         parser.error("--tasks and --out are required (or --check-working-dir DIR)")
 

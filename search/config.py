@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-__all__ = ["Mode", "Decision", "SearchConfig", "ConfigError"]
+__all__ = ["Mode", "Decision", "PriorRule", "BackupRule", "SearchConfig", "ConfigError"]
 
 
 class ConfigError(ValueError):
@@ -41,9 +41,36 @@ class Mode(str, enum.Enum):
 class Decision(str, enum.Enum):
     """How the final answer is picked among the candidates (both are always recorded)."""
 
-    AUTO = "auto"  # VALUE when a value model was given, else VOTE
-    VOTE = "vote"  # majority over canonical answers
+    VOTE = "vote"  # majority over canonical answers, duplicates counted (the paper's reported decision)
     VALUE = "value"  # the candidate with the highest value
+    AUTO = "auto"  # VALUE when a value model was given, else VOTE (Jupiter 0.1's default)
+
+
+class PriorRule(str, enum.Enum):
+    """How a reply's PUCT prior P comes from its mean token log-probability.
+
+    EXP: ``exp(mean log-prob)``, not normalised over siblings (the authors' reference code);
+    SOFTMAX: softmax over the siblings' mean log-probs (Jupiter 0.1; about 2.5x less exploration at K=3);
+    UNIFORM: 1/K whatever the log-probs say.
+    Without log-probs every rule falls back to 1/K.
+    """
+
+    EXP = "exp"
+    SOFTMAX = "softmax"
+    UNIFORM = "uniform"
+
+
+class BackupRule(str, enum.Enum):
+    """Which new nodes are backed up after an expansion.
+
+    EXPANSION: every child with a value of its own (a reward, a failure, a value-model estimate) is backed up
+    from itself; live children with no estimate are not, and the expanded node gets ONE back-up of 0 for them
+    (the authors' reference code: intermediate Q targets are not diluted by K zero visits);
+    PER_CHILD: every new child is backed up from itself, live ones with 0 (Jupiter 0.1).
+    """
+
+    EXPANSION = "expansion"
+    PER_CHILD = "per-child"
 
 
 @dataclass(frozen=True)
@@ -54,27 +81,37 @@ class SearchConfig:
         mode: what the search is for (see ``Mode``).
         iterations: tree modes: select→expand rounds per tree; REACT/VOTE: steps per path.
         expansions: K, samples per expansion (one policy call with n = K).
-        c_puct: exploration weight in PUCT; 0 selects greedily on Q.
+        c_puct: exploration weight in PUCT; 0 selects greedily on Q (the paper's best inference rows).
         temperature, top_p, max_tokens: sampling of each reply.
-        max_depth: a path has at most this many steps; a node at this depth is not expanded.
+        max_depth: a live node deeper than this is terminal (reference code: ``depth > 10``), so a path has at
+            most ``max_depth + 1`` steps.
         max_consecutive_errors: more erroring cells than this in a row end the branch.
         context_limit: prompt budget in tokens; a node whose history plus ``max_tokens`` exceeds it is terminal.
         chars_per_token: token estimate when the policy has no tokenizer count.
         cell_timeout: wall-clock limit of one cell.
         partial_credit: COLLECT rewards answers by the share of correct sub-answers (2·share − 1).
-        drop_duplicates: drop sibling replies whose text is identical (counted in stats).
+        drop_duplicates: keep one node for sibling replies whose text is identical; the node's ``multiplicity``
+            counts them, so each still counts as a vote and in the prior (``stats.duplicates_dropped``).
         logprob_prior: ask the backend for log-probs and use them as PUCT priors (tree modes with c_puct > 0).
+        prior_rule: how a prior is made from log-probs (``PriorRule``).
+        backup_rule: which new nodes are backed up (``BackupRule``).
+        malformed_terminal: an unparsable reply, no code or an empty cell ends its branch; when False, in INFER
+            mode only (the reference code's inference), it is scored −1 but may still be expanded (its children
+            resample from the same notebook state). Other modes always end the branch.
         vote_runs: independent paths in VOTE mode.
         decision: how ``SearchResult.answer`` is chosen.
         max_concurrent_cells: threads running cells at once (across all trees of a driver).
         max_trees_in_flight: trees the batched driver advances together.
     """
 
+    # Defaults are the paper's settings (``search.profiles`` says where each comes from). The three that differ
+    # between modes (iterations, c_puct, temperature) default to None, which means "the paper profile's value
+    # for this mode": SearchConfig(mode=Mode.COLLECT) is the paper's collection, not inference with labels.
     mode: Mode = Mode.INFER
-    iterations: int = 40
+    iterations: int = None  # type: ignore[assignment]  # infer 40, collect 50, react/vote 25
     expansions: int = 3
-    c_puct: float = 1.25
-    temperature: float = 0.7
+    c_puct: float = None  # type: ignore[assignment]  # infer 0, collect 1.25
+    temperature: float = None  # type: ignore[assignment]  # infer 0.7, collect 1.0, react 0.2, vote 0.7
     top_p: float = 0.95
     max_tokens: int = 1024
     max_depth: int = 10
@@ -85,8 +122,11 @@ class SearchConfig:
     partial_credit: bool = False
     drop_duplicates: bool = True
     logprob_prior: bool = True
+    prior_rule: PriorRule = PriorRule.EXP
+    backup_rule: BackupRule = BackupRule.EXPANSION
+    malformed_terminal: bool = False
     vote_runs: int = 5
-    decision: Decision = Decision.AUTO
+    decision: Decision = Decision.VOTE
     max_concurrent_cells: int = 4
     max_trees_in_flight: int = 16
 
@@ -95,12 +135,23 @@ class SearchConfig:
             object.__setattr__(self, "mode", Mode(self.mode))
         except ValueError:
             raise ConfigError(f"SearchConfig.mode: {self.mode!r} is not one of {[m.value for m in Mode]}") from None
-        try:
-            object.__setattr__(self, "decision", Decision(self.decision))
-        except ValueError:
-            raise ConfigError(
-                f"SearchConfig.decision: {self.decision!r} is not one of {[d.value for d in Decision]}"
-            ) from None
+        if self.iterations is None or self.c_puct is None or self.temperature is None:
+            from search.profiles import describe_profile  # lazy: profiles builds on this module
+
+            paper = describe_profile("paper", self.mode)
+            for name in ("iterations", "c_puct", "temperature"):
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, paper[name].value if name in paper else 0.0)
+        for name, kind in (("decision", Decision), ("prior_rule", PriorRule), ("backup_rule", BackupRule)):
+            try:
+                object.__setattr__(self, name, kind(getattr(self, name)))
+            except ValueError:
+                raise ConfigError(
+                    f"SearchConfig.{name}: {getattr(self, name)!r} is not one of {[d.value for d in kind]}"
+                ) from None
+        for name in ("partial_credit", "drop_duplicates", "logprob_prior", "malformed_terminal"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"SearchConfig.{name}: must be true or false, got {getattr(self, name)!r}")
         positive_ints = ("iterations", "expansions", "max_tokens", "max_depth", "context_limit", "vote_runs",
                          "max_concurrent_cells", "max_trees_in_flight")
         for name in positive_ints:
@@ -140,8 +191,8 @@ class SearchConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["mode"] = self.mode.value
-        out["decision"] = self.decision.value
+        for name in ("mode", "decision", "prior_rule", "backup_rule"):
+            out[name] = getattr(self, name).value
         return out
 
     @classmethod

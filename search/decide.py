@@ -1,6 +1,9 @@
 """Deciding the final answer: majority vote over canonical answers, and the highest-value candidate.
 
-Vote ties go to the group with the higher mean value, then to the group whose first answer came earliest.
+A vote counts every time the policy sampled an answer: a node kept for several identical sibling replies
+(``Node.multiplicity``) counts that many times. Vote ties go to the group with the higher mean value, then to
+the group whose first answer came earliest. The group is reported in its most frequent raw spelling (the
+official DABench scorer compares strings case-sensitively, so the grouping key must not leak into the answer).
 """
 
 from __future__ import annotations
@@ -9,9 +12,10 @@ from dataclasses import dataclass
 
 from jupiter.answers import canonical_answer
 
+from search.config import Decision, Mode, SearchConfig
 from search.tree import Node
 
-__all__ = ["Candidate", "VoteEntry", "Verdict", "decide"]
+__all__ = ["Candidate", "VoteEntry", "Verdict", "decide", "Choice", "choose"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class Candidate:
     value: float
     visits: int
     evaluation: float | None
+    multiplicity: int = 1
 
 
 @dataclass(frozen=True)
@@ -31,8 +36,8 @@ class VoteEntry:
     """One group of equal answers."""
 
     key: str
-    answer: str  # the earliest answer text of the group
-    count: int
+    answer: str  # the group's most frequent raw spelling (ties: the earliest)
+    count: int  # votes: sampled replies, duplicates included
     mean_value: float
     first_tag: str
 
@@ -41,13 +46,14 @@ class VoteEntry:
 class Verdict:
     candidates: tuple[Candidate, ...]
     vote_table: tuple[VoteEntry, ...]  # best first
-    vote: Candidate | None  # the earliest node of the winning group
+    vote: Candidate | None  # the earliest node of the winning group with the reported spelling
     by_value: Candidate | None
 
 
 def _candidate(node: Node) -> Candidate:
     answer = node.final_answer or ""
-    return Candidate(node.tag, answer, canonical_answer(answer), node.value, node.visit_count, node.evaluation)
+    return Candidate(node.tag, answer, canonical_answer(answer), node.value, node.visit_count, node.evaluation,
+                     max(1, int(node.multiplicity)))
 
 
 def decide(answer_nodes: list[Node]) -> Verdict:
@@ -59,13 +65,44 @@ def decide(answer_nodes: list[Node]) -> Verdict:
     entries = []
     for key, members in groups.items():
         first_index, first = members[0]
-        mean = sum(c.value for _, c in members) / len(members)
-        entries.append((-len(members), -mean, first_index, VoteEntry(key, first.answer, len(members), mean, first.tag)))
+        votes = sum(c.multiplicity for _, c in members)
+        mean = sum(c.value * c.multiplicity for _, c in members) / votes
+        spellings: dict[str, int] = {}
+        for _, c in members:  # insertion order = creation order, so max() keeps the earliest among equals
+            spellings[c.answer] = spellings.get(c.answer, 0) + c.multiplicity
+        spelling = max(spellings, key=lambda text: spellings[text])
+        entries.append((-votes, -mean, first_index, VoteEntry(key, spelling, votes, mean, first.tag)))
     entries.sort(key=lambda e: e[:3])
     table = tuple(e[3] for e in entries)
-    vote = next((c for c in candidates if c.tag == table[0].first_tag), None) if table else None
+    vote = None
+    if table:
+        vote = next(c for c in candidates if c.key == table[0].key and c.answer == table[0].answer)
     by_value = None
     for candidate in candidates:  # strict > keeps the earliest among equals
         if by_value is None or candidate.value > by_value.value:
             by_value = candidate
     return Verdict(tuple(candidates), table, vote, by_value)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a verdict becomes under a config: the decided candidate and the value answer worth reporting."""
+
+    decision: Decision  # VOTE or VALUE (AUTO resolved)
+    chosen: Candidate | None
+    value_answer: str | None
+
+
+def choose(verdict: Verdict, config: SearchConfig, value_given: bool) -> Choice:
+    """Apply ``config.decision`` (AUTO: VALUE with a value model, else VOTE) to ``verdict``.
+
+    The value answer is reported only where Q means something: with a value model, or in COLLECT, where
+    answers carry label rewards. Without either every Q is 0 or a failure's −1.
+    """
+    decision = config.decision
+    if decision is Decision.AUTO:
+        decision = Decision.VALUE if value_given else Decision.VOTE
+    chosen = verdict.by_value if decision is Decision.VALUE else verdict.vote
+    meaningful = value_given or config.mode is Mode.COLLECT
+    value_answer = verdict.by_value.answer if verdict.by_value is not None and meaningful else None
+    return Choice(decision, chosen, value_answer)

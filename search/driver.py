@@ -6,11 +6,17 @@ differs on VOTE's first step), the children's cells run concurrently on a bounde
 are scored in one batched value call, and values are backed up. A tree that is done is decided and yielded at
 once, so callers (Ray workers, the CLI) can write it while the others go on. ``run_search`` is this driver
 with one tree.
+
+Long-running callers (the CLI's Ctrl-C handling, ``jupiter serve``) watch and steer trees through two hooks:
+``on_update`` gets each tree's new nodes after every step, and ``stop(task_id)`` ends a tree at the next step
+boundary with ``SearchResult.interrupted`` set. A ``KeyboardInterrupt`` inside a step drops that step's
+unfinished nodes and ends every active tree the same way, so what was searched is never lost.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
@@ -21,16 +27,16 @@ from typing import Any, Callable, Iterable, Iterator
 from jupiter.prompts import Message
 from jupiter.task import Task
 
-from search.config import Decision, Mode, SearchConfig
-from search.decide import decide
+from search.config import BackupRule, Mode, SearchConfig
 from search.evaluate import fixed_value, needs_value_model
-from search.expand import apply_execution, check_limits, classify_reply, draft_children, make_sampling_params
+from search.expand import (apply_execution, apply_malformed, check_limits, classify_reply, draft_children,
+                           make_sampling_params)
 from search.protocols import PolicyLike, SandboxLike, Value
 from search.puct import backup, select
-from search.result import SearchResult, SearchStats
+from search.result import SearchResult, SearchStats, result_from_tree
 from search.tree import MODEL_FAILURES, Node, NodeStatus, TerminalReason, Tree
 
-__all__ = ["DriverStep", "solve_many", "run_search"]
+__all__ = ["DriverStep", "TreeUpdate", "solve_many", "run_search"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,16 @@ class DriverStep:
     active_trees: int
     iterations: int  # iterations done so far, summed over the active trees
     finished_trees: int
+
+
+@dataclass(frozen=True)
+class TreeUpdate:
+    """One tree's progress after a step (passed to ``on_update``): the nodes this step added, values final."""
+
+    task_id: str
+    tree: Tree
+    new_nodes: tuple[Node, ...]
+    stats: SearchStats
 
 
 @dataclass(frozen=True)
@@ -66,7 +82,9 @@ class _TreeRun:
         self.started = time.perf_counter()
         self.sandbox: Any = None
         self.done = False
+        self.interrupted = False
         self.error: str | None = None
+        self.step_mark = 1  # creation index of the first node of the step in progress
 
     def plan(self, config: SearchConfig) -> list[_Request]:
         """This tree's expansions for the next step (marks the tree done when there are none)."""
@@ -160,7 +178,7 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
         for request, completions in zip(group, outputs):
             stats = request.run.stats
             stats.requests += 1
-            drafts, duplicates = draft_children(completions, dedupe)
+            drafts, duplicates = draft_children(completions, dedupe, config.prior_rule)
             stats.duplicates_dropped += duplicates
             for completion in completions:
                 stats.completion_tokens += int(completion.num_tokens or 0)
@@ -173,11 +191,14 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
                 child = request.run.tree.add_child(
                     request.node, thought=parsed.thought, code=parsed.code, reply=draft.text,
                     finish_reason=draft.finish_reason, prior=draft.prior, final_answer=parsed.answer,
-                    timings={"model_s": round(seconds, 6)},
+                    multiplicity=draft.multiplicity, timings={"model_s": round(seconds, 6)},
                 )
-                outcome = classify_reply(draft)
+                # the reference code keeps malformed replies expandable in inference only
+                outcome = classify_reply(draft, config.malformed_terminal or config.mode is not Mode.INFER)
                 if outcome is not None:
                     child.status, child.terminal = outcome
+                    if child.is_malformed and not child.is_terminal:
+                        apply_malformed(child, request.node, config)
                 children.append((request, child))
     return children, len(groups)
 
@@ -188,7 +209,8 @@ def _run_cells(children: list[tuple[_Request, Node]], pool: ThreadPoolExecutor, 
     A state is used by one thread at a time: siblings branch their common parent one after another (a lock per
     parent), then their cells run in parallel on their own new states.
     """
-    to_run = [child for _, child in children if not child.is_terminal and child.code is not None]
+    to_run = [child for _, child in children if not child.is_terminal and (child.code is not None or
+                                                                          child.is_malformed)]
     locks = {id(child.parent): threading.Lock() for child in to_run}
 
     def run_one(child: Node) -> tuple[Node, Any, float, BaseException | None, str]:
@@ -200,6 +222,8 @@ def _run_cells(children: list[tuple[_Request, Node]], pool: ThreadPoolExecutor, 
                 child.state = parent.state.branch()
         except Exception as exc:  # infrastructure boundary
             return child, None, 0.0, exc, "branch-failed"
+        if child.code is None:  # an expandable malformed reply: its children resample from the parent's state
+            return child, None, 0.0, None, ""
         started = time.perf_counter()
         try:
             execution = child.state.run(child.code, timeout=config.cell_timeout)
@@ -213,7 +237,7 @@ def _run_cells(children: list[tuple[_Request, Node]], pool: ThreadPoolExecutor, 
             log.warning("node %s: %s: %s", child.tag, failure, error)
             child.status, child.terminal = NodeStatus.INFRASTRUCTURE, TerminalReason.INFRASTRUCTURE
             child.exec_status, child.observation = failure, f"{type(error).__name__}: {error}"
-        else:
+        elif execution is not None:
             apply_execution(child, child.parent, execution, config)
     for request, child in children:
         request.run.stats.kernel_seconds += child.timings.get("cell_s", 0.0)
@@ -227,6 +251,7 @@ def _evaluate_and_backup(children: list[tuple[_Request, Node]], config: SearchCo
     """
     pending_value: list[tuple[_Request, Node]] = []
     scored: list[tuple[_Request, Node, float]] = []
+    unscored: list[tuple[_Request, Node]] = []  # live children (and answers) with no estimate of their own
     spent: list[Any] = []
     for request, child in children:
         tree = request.run.tree
@@ -241,7 +266,7 @@ def _evaluate_and_backup(children: list[tuple[_Request, Node]], config: SearchCo
             if value is not None and needs_value_model(child, config):
                 pending_value.append((request, child))
             else:
-                scored.append((request, child, 0.0))
+                unscored.append((request, child))
     if pending_value:
         estimates = value.evaluate([r.run.tree.messages(c) for r, c in pending_value])  # type: ignore[union-attr]
         if len(estimates) != len(pending_value):
@@ -249,18 +274,53 @@ def _evaluate_and_backup(children: list[tuple[_Request, Node]], config: SearchCo
         for run in {id(r.run): r.run for r, _ in pending_value}.values():
             run.stats.value_calls += 1
         for (request, child), estimate in zip(pending_value, estimates):
-            scored.append((request, child, max(-1.0, min(1.0, float(estimate)))))
+            number = _finite(estimate)
+            if number is None:  # NaN/inf says nothing: never let it reach Q (max/min would turn NaN into +1)
+                request.run.stats.invalid_values += 1
+                log.warning("node %s: the value model returned %r; treated as no estimate", child.tag, estimate)
+                unscored.append((request, child))
+            else:
+                scored.append((request, child, max(-1.0, min(1.0, number))))
     for request, child, v in scored:
         child.evaluation = v
         backup(child, v)
+    _backup_unscored(unscored, config)
     for request, child in children:
         stats = request.run.stats
         stats.nodes += 1
         stats.answers += child.is_answer
         stats.code_errors += child.status is NodeStatus.CODE_ERROR
         stats.infrastructure_failures += child.is_infrastructure_failure
-        stats.model_failures += child.terminal in MODEL_FAILURES
+        stats.model_failures += child.terminal in MODEL_FAILURES or (child.is_malformed and not child.is_terminal)
     return spent
+
+
+def _finite(estimate: Any) -> float | None:
+    try:
+        number = float(estimate)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _backup_unscored(unscored: list[tuple[_Request, Node]], config: SearchConfig) -> None:
+    """Back up the new nodes that have no value of their own, as ``config.backup_rule`` says.
+
+    PER_CHILD: each is backed up with 0 from itself. EXPANSION (the reference code): none of them is; the node
+    that was expanded gets one back-up of 0 for all of them, so K new live children add one zero visit to the
+    path, not K (which would dilute the Q-values that become the value model's training targets).
+    """
+    if config.backup_rule is BackupRule.PER_CHILD:
+        for _, child in unscored:
+            child.evaluation = 0.0
+            backup(child, 0.0)
+        return
+    expanded: dict[int, Node] = {}
+    for request, child in unscored:
+        if child.parent is not None:
+            expanded.setdefault(id(child.parent), child.parent)
+    for node in expanded.values():
+        backup(node, 0.0)
 
 
 def _expanded_states(requests: list[_Request]) -> list[Any]:
@@ -285,25 +345,28 @@ def _finish(run: _TreeRun, config: SearchConfig, value: Value | None, close_sand
             _close_sandbox(run.sandbox)
         except Exception:  # closing must not lose a finished tree
             log.exception("task %s: closing the sandbox failed", run.task.id)
-    verdict = decide(run.tree.answers())
-    decision = config.decision
-    if decision is Decision.AUTO:
-        decision = Decision.VALUE if value is not None else Decision.VOTE
-    chosen = verdict.by_value if decision is Decision.VALUE else verdict.vote
     run.stats.nodes = len(run.tree.nodes)
     run.stats.wall_seconds = time.perf_counter() - run.started
-    return SearchResult(
-        task_id=run.task.id,
-        answer=chosen.answer if chosen else None,
-        decided_by=decision.value,
-        vote_answer=verdict.vote.answer if verdict.vote else None,
-        value_answer=verdict.by_value.answer if verdict.by_value else None,
-        verdict=verdict,
-        tree=run.tree,
-        config=config,
-        stats=run.stats,
-        error=run.error,
-    )
+    return result_from_tree(run.task.id, run.tree, config, run.stats, value_given=value is not None,
+                            error=run.error, interrupted=run.interrupted)
+
+
+def _notify(on_update: Callable[[TreeUpdate], None] | None, run: _TreeRun, nodes: list[Node]) -> None:
+    """Tell the caller about a tree's new nodes; a failing callback is logged, never fatal to the search."""
+    if on_update is None or not nodes:
+        return
+    try:
+        on_update(TreeUpdate(run.task.id, run.tree, tuple(nodes), run.stats))
+    except Exception:
+        log.exception("task %s: the on_update callback failed", run.task.id)
+
+
+def _drop_unfinished(run: _TreeRun) -> None:
+    """After an interrupt inside a step: remove that step's nodes and hand back their states."""
+    for node in run.tree.drop_since(run.step_mark):
+        if node.state is not None:
+            _release(node.state)
+            node.state = None
 
 
 def solve_many(
@@ -316,6 +379,8 @@ def solve_many(
     seed: int = 0,
     on_step: Callable[[DriverStep], None] | None = None,
     close_sandboxes: bool = True,
+    on_update: Callable[[TreeUpdate], None] | None = None,
+    stop: Callable[[str], bool] | None = None,
 ) -> Iterator[SearchResult]:
     """Search every task, ``config.max_trees_in_flight`` trees at a time; yield each result as it finishes.
 
@@ -326,6 +391,12 @@ def solve_many(
     ``seed`` (no global random state). Stopping the iterator early closes the open sandboxes. An exception
     from the policy or the value model propagates (the trees in flight are lost; their sandboxes are closed);
     a sandbox that fails to open ends only its own tree, with ``SearchResult.error`` set.
+
+    ``on_update(TreeUpdate)`` is called on this thread once per tree per step with the nodes that step added
+    (and once with the root when a tree opens). ``stop(task_id)`` is asked for every tree before every step and
+    before a queued tree opens: True ends that tree at once, decided over what it has, ``interrupted`` set. A
+    ``KeyboardInterrupt`` during a step drops that step's unfinished nodes, ends every active tree that way,
+    yields them, and ends the iteration (it is not re-raised: the caller sees ``interrupted`` results).
     """
     queue = iter(tasks)
     active: list[_TreeRun] = []
@@ -341,11 +412,19 @@ def solve_many(
                 item = next(queue, None)
                 if item is None:
                     break
-                admitted.append(_TreeRun(item, seed))
-            list(pool.map(lambda r: _open(r, sandbox_factory, config), admitted))
+                run = _TreeRun(item, seed)
+                if stop is not None and stop(run.task.id):
+                    run.done = run.interrupted = True
+                admitted.append(run)
+            list(pool.map(lambda r: _open(r, sandbox_factory, config), [r for r in admitted if not r.done]))
+            for run in admitted:
+                _notify(on_update, run, [run.tree.root] if run.sandbox is not None else [])
             active.extend(admitted)
             if not active:
                 return
+            for run in active:
+                if not run.done and stop is not None and stop(run.task.id):
+                    run.done = run.interrupted = True
             requests = [r for run in active for r in run.plan(config)]
             for run in [r for r in active if r.done]:
                 active.remove(run)
@@ -353,10 +432,28 @@ def solve_many(
                 yield _finish(run, config, value, close_sandboxes)
             if not requests:
                 continue
-            children, calls = _expand(requests, policy, config, call_rng)
-            _run_cells(children, pool, config)
-            spent = _expanded_states(requests) + _evaluate_and_backup(children, config, value, count_tokens)
+            stepping = {id(r.run): r.run for r in requests}.values()
+            for run in stepping:
+                run.step_mark = len(run.tree.nodes)
+            backing_up = False
+            try:
+                children, calls = _expand(requests, policy, config, call_rng)
+                _run_cells(children, pool, config)
+                backing_up = True
+                spent = _expanded_states(requests) + _evaluate_and_backup(children, config, value, count_tokens)
+            except KeyboardInterrupt:
+                log.warning("interrupted: ending %d tree(s) with what they have", len(active))
+                for run in list(active):
+                    if not backing_up:
+                        _drop_unfinished(run)
+                    run.done = run.interrupted = True
+                    active.remove(run)
+                    finished += 1
+                    yield _finish(run, config, value, close_sandboxes)
+                return
             list(pool.map(_release, spent))
+            for run in stepping:
+                _notify(on_update, run, run.tree.nodes[run.step_mark:])
             step += 1
             if on_step is not None:
                 on_step(DriverStep(step, len(requests), calls, len(active),
@@ -377,8 +474,13 @@ def run_search(
     value: Value | None = None,
     seed: int = 0,
     on_step: Callable[[DriverStep], None] | None = None,
+    on_update: Callable[[TreeUpdate], None] | None = None,
+    stop: Callable[[str], bool] | None = None,
 ) -> SearchResult:
-    """Search one task in ``sandbox`` (which the caller owns and closes): the driver with one tree."""
+    """Search one task in ``sandbox`` (which the caller owns and closes): the driver with one tree.
+
+    With ``stop`` or a Ctrl-C the result comes back early with ``interrupted`` set (see ``solve_many``).
+    """
     results = list(solve_many([task], policy, lambda: sandbox, config, value, seed=seed, on_step=on_step,
-                              close_sandboxes=False))
+                              close_sandboxes=False, on_update=on_update, stop=stop))
     return results[0]

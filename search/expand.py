@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from jupiter.prompts import Message, ParsedReply, ReplyStatus, STOP_SEQUENCES, parse_reply
 
-from search.config import SearchConfig
+from search.config import PriorRule, SearchConfig
 from search.protocols import CompletionLike
 from search.puct import priors_from_logprobs
 from search.tree import Node, NodeStatus, TerminalReason
@@ -26,6 +26,7 @@ __all__ = [
     "classify_reply",
     "apply_execution",
     "check_limits",
+    "apply_malformed",
     "estimate_tokens",
     "is_infrastructure",
 ]
@@ -66,30 +67,38 @@ def make_sampling_params(config: SearchConfig, n: int, seed: int | None, tempera
 
 @dataclass(frozen=True)
 class ChildDraft:
-    """One kept reply, parsed, with its prior among the kept siblings."""
+    """One kept reply, parsed, with its prior among the kept siblings and how often it was sampled."""
 
     text: str
     parsed: ParsedReply
     finish_reason: str
     prior: float
     num_tokens: int
+    multiplicity: int = 1
 
 
-def draft_children(completions: Sequence[CompletionLike], drop_duplicates: bool) -> tuple[list[ChildDraft], int]:
-    """Parse K completions; drop exact-duplicate texts (kept: the first). Returns (drafts, duplicates dropped).
+def draft_children(completions: Sequence[CompletionLike], drop_duplicates: bool,
+                   prior_rule: PriorRule | str = PriorRule.EXP) -> tuple[list[ChildDraft], int]:
+    """Parse K completions; fold exact-duplicate texts into the first. Returns (drafts, duplicates folded).
 
-    Priors are the softmax of the kept replies' mean token log-probabilities, uniform when any is missing.
+    Why fold rather than drop: running the same cell twice wastes a branch, but the policy sampling an answer
+    several times is exactly the frequency a majority vote needs, so the kept draft's ``multiplicity`` counts
+    the copies (votes, and a prior as large as the copies' together). Priors follow ``prior_rule``
+    (``search.puct.priors_from_logprobs``).
     """
     kept: list[CompletionLike] = []
-    seen: set[str] = set()
+    counts: list[int] = []
+    index_of: dict[str, int] = {}
     duplicates = 0
     for completion in completions:
-        if drop_duplicates and completion.text in seen:
+        if drop_duplicates and completion.text in index_of:
             duplicates += 1
+            counts[index_of[completion.text]] += 1
             continue
-        seen.add(completion.text)
+        index_of.setdefault(completion.text, len(kept))
         kept.append(completion)
-    priors = priors_from_logprobs([c.mean_logprob for c in kept])
+        counts.append(1)
+    priors = priors_from_logprobs([c.mean_logprob for c in kept], prior_rule, counts)
     drafts = [
         ChildDraft(
             text=c.text,
@@ -97,8 +106,9 @@ def draft_children(completions: Sequence[CompletionLike], drop_duplicates: bool)
             finish_reason=str(c.finish_reason or ""),
             prior=prior,
             num_tokens=int(c.num_tokens or 0),
+            multiplicity=count,
         )
-        for c, prior in zip(kept, priors)
+        for c, prior, count in zip(kept, priors, counts)
     ]
     return drafts, duplicates
 
@@ -110,10 +120,13 @@ _NO_RUN = {
 }
 
 
-def classify_reply(draft: ChildDraft) -> tuple[NodeStatus, TerminalReason] | None:
+def classify_reply(draft: ChildDraft, malformed_terminal: bool = True,
+                   ) -> tuple[NodeStatus, TerminalReason | None] | None:
     """The outcome of a reply that runs no code; None when its code must run.
 
-    An answer cut by ``max_tokens`` (finish_reason "length") is not an answer.
+    An answer cut by ``max_tokens`` (finish_reason "length") is not an answer. A malformed reply (unparsable,
+    no code, empty code) ends its branch unless ``malformed_terminal`` is False: then its terminal reason is
+    None and the node stays expandable (it is still scored −1; see ``search.evaluate``).
     """
     status = draft.parsed.status
     if status is ReplyStatus.ANSWER:
@@ -122,7 +135,8 @@ def classify_reply(draft: ChildDraft) -> tuple[NodeStatus, TerminalReason] | Non
         return NodeStatus.ANSWER, TerminalReason.ANSWER
     if status is ReplyStatus.CODE:
         return None
-    return _NO_RUN[status]
+    node_status, terminal = _NO_RUN[status]
+    return node_status, (terminal if malformed_terminal else None)
 
 
 def is_infrastructure(exec_status: Any) -> bool:
@@ -163,16 +177,27 @@ def estimate_tokens(messages: Sequence[Message], chars_per_token: float) -> int:
     return int(sum(len(str(m.get("content", ""))) for m in messages) / chars_per_token) + 4 * len(messages)
 
 
+def apply_malformed(child: Node, parent: Node, config: SearchConfig) -> None:
+    """An expandable malformed reply counts as an error in a row (so a branch of them ends)."""
+    child.consecutive_errors = parent.consecutive_errors + 1
+    if child.consecutive_errors > config.max_consecutive_errors:
+        child.terminal = TerminalReason.TOO_MANY_ERRORS
+
+
 def check_limits(
     child: Node,
     messages: Callable[[], list[Message]],
     config: SearchConfig,
     count_tokens: Callable[[list[Message]], int] | None,
 ) -> None:
-    """End a live branch at ``max_depth`` or when its next prompt would not fit the context."""
+    """End a live branch deeper than ``max_depth`` or when its next prompt would not fit the context.
+
+    The depth rule is the reference code's: a node is terminal when ``depth > max_depth`` (10), so nodes at
+    depth ``max_depth`` are still expanded.
+    """
     if child.is_terminal:
         return
-    if child.depth >= config.max_depth:
+    if child.depth > config.max_depth:
         child.terminal = TerminalReason.MAX_DEPTH
         return
     history = messages()

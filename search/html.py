@@ -61,6 +61,7 @@ def _node_data(node: Node, x: float, depth: int, chosen: set[str]) -> dict[str, 
         "value": round(node.value, 4),
         "visits": node.visit_count,
         "prior": round(node.prior, 4),
+        "multiplicity": node.multiplicity,
         "evaluation": node.evaluation,
         "thought": node.thought,
         "code": node.code,
@@ -142,7 +143,7 @@ function section(parent, label, text) {
 function show(n) {
   const d = document.getElementById("detail"); d.replaceChildren();
   section(d, "Node", n.tag + "  status: " + n.status + (n.terminal ? "  terminal: " + n.terminal : "") +
-    "\\nvalue " + n.value + "  visits " + n.visits + "  prior " + n.prior + "  evaluation " + n.evaluation);
+    "\\nvalue " + n.value + "  visits " + n.visits + "  prior " + n.prior + "  sampled " + n.multiplicity + "x  evaluation " + n.evaluation);
   section(d, "Thought", n.thought); section(d, "Cell", n.code); section(d, "Output", n.observation);
   section(d, "Answer", n.answer); section(d, "Reply", n.reply);
 }

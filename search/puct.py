@@ -13,6 +13,7 @@ import math
 import random
 from typing import Callable
 
+from search.config import PriorRule
 from search.tree import Node
 
 __all__ = ["puct_score", "select", "backup", "ScoreFn", "priors_from_logprobs"]
@@ -66,14 +67,27 @@ def backup(node: Node, value: float) -> None:
         current = current.parent
 
 
-def priors_from_logprobs(mean_logprobs: list[float | None]) -> list[float]:
-    """Softmax over siblings' mean token log-probabilities; uniform when any is missing."""
+def priors_from_logprobs(mean_logprobs: list[float | None], rule: PriorRule | str = PriorRule.EXP,
+                         multiplicities: list[int] | None = None) -> list[float]:
+    """The PUCT priors of K kept sibling replies from their mean token log-probabilities.
+
+    ``PriorRule.EXP`` (the reference code): ``exp(mean log-prob)``, not normalised, so a confident sibling set
+    keeps a large exploration bonus; ``SOFTMAX``: normalised over the siblings; ``UNIFORM``: 1/K. Any missing
+    or non-finite log-prob makes the set uniform (1/K over the replies the policy sampled). A reply sampled m
+    times (``multiplicities``; duplicates are kept as one node) gets m times its prior, as m separate children
+    would have in total.
+    """
     count = len(mean_logprobs)
     if count == 0:
         return []
-    if any(lp is None or not math.isfinite(lp) for lp in mean_logprobs):
-        return [1.0 / count] * count
+    weights_m = multiplicities if multiplicities is not None else [1] * count
+    rule = PriorRule(rule)
+    if rule is PriorRule.UNIFORM or any(lp is None or not math.isfinite(lp) for lp in mean_logprobs):
+        total = sum(weights_m)
+        return [m / total for m in weights_m]
+    if rule is PriorRule.EXP:
+        return [m * math.exp(min(lp, 0.0)) for lp, m in zip(mean_logprobs, weights_m)]  # type: ignore[arg-type]
     top = max(mean_logprobs)  # type: ignore[type-var]
-    weights = [math.exp(lp - top) for lp in mean_logprobs]  # type: ignore[operator]
+    weights = [m * math.exp(lp - top) for lp, m in zip(mean_logprobs, weights_m)]  # type: ignore[operator]
     total = sum(weights)
     return [w / total for w in weights]

@@ -8,10 +8,10 @@ from typing import Any
 from jupiter.answers import reward
 
 from search.config import SearchConfig
-from search.decide import Candidate, Verdict
+from search.decide import Candidate, Verdict, choose, decide
 from search.tree import Tree
 
-__all__ = ["SearchStats", "SearchResult"]
+__all__ = ["SearchStats", "SearchResult", "result_from_tree"]
 
 
 @dataclass
@@ -33,6 +33,7 @@ class SearchStats:
     kernel_seconds: float = 0.0
     wall_seconds: float = 0.0
     duplicates_dropped: int = 0
+    invalid_values: int = 0  # value-model estimates that were NaN or infinite (treated as "no estimate")
     infrastructure_failures: int = 0
     model_failures: int = 0
     code_errors: int = 0
@@ -50,7 +51,7 @@ class SearchResult:
     """The outcome of one search.
 
     ``answer`` is the decided answer (vote or value, per ``decided_by``); ``vote_answer`` and
-    ``value_answer`` are both always recorded. ``error`` is set when the tree could not run at all
+    ``value_answer`` are recorded beside it (``value_answer`` only when a value model scored the nodes). ``error`` is set when the tree could not run at all
     (e.g. the sandbox failed to open its root), in which case there are no candidates.
     """
 
@@ -65,6 +66,8 @@ class SearchResult:
     stats: SearchStats
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    interrupted: bool = False
+    """The tree was stopped early (a stop request, Ctrl-C, SIGTERM): the decision is over what it had."""
     files: dict[str, bytes] = field(default_factory=dict)
     """A captured file of each answer node (tag -> bytes), filled when the tree ran elsewhere (a Ray worker
     asked for ``capture_file``); in-process runs read their files from the sandbox instead."""
@@ -112,4 +115,35 @@ class SearchResult:
             "config": self.config.to_dict(),
             "notes": list(self.notes),
             "error": self.error,
+            "interrupted": self.interrupted,
         }
+
+
+def result_from_tree(task_id: str, tree: Tree, config: SearchConfig, stats: SearchStats, *, value_given: bool,
+                     error: str | None = None, interrupted: bool = False, notes: list[str] | None = None,
+                     files: dict[str, bytes] | None = None) -> SearchResult:
+    """Decide over ``tree`` as ``config`` says and wrap it as a ``SearchResult``.
+
+    The one place a finished, stopped or returned-from-a-worker tree becomes a result, so the driver, the
+    CLI's partial results, the Ray paths and the service all decide the same way (``search.decide.choose``).
+    """
+    verdict = decide(tree.answers())
+    choice = choose(verdict, config, value_given)
+    notes = list(notes or [])
+    if interrupted and not any(n.startswith("stopped early") for n in notes):
+        notes.append("stopped early: the decision is over the tree searched so far")
+    return SearchResult(
+        task_id=task_id,
+        answer=choice.chosen.answer if choice.chosen else None,
+        decided_by=choice.decision.value,
+        vote_answer=verdict.vote.answer if verdict.vote else None,
+        value_answer=choice.value_answer,
+        verdict=verdict,
+        tree=tree,
+        config=config,
+        stats=stats,
+        notes=notes,
+        error=error,
+        interrupted=interrupted,
+        files=dict(files or {}),
+    )

@@ -81,6 +81,7 @@ class Node:
     terminal: TerminalReason | None = None
     final_answer: str | None = None
     prior: float = 1.0
+    multiplicity: int = 1  # how many of the K sampled sibling replies had exactly this text (votes, prior)
     visit_count: int = 0
     value_sum: float = 0.0
     evaluation: float | None = None  # the reward or estimate this node was backed up with
@@ -101,6 +102,11 @@ class Node:
     @property
     def is_answer(self) -> bool:
         return self.terminal is TerminalReason.ANSWER
+
+    @property
+    def is_malformed(self) -> bool:
+        """An unparsable reply, or one with no or empty code (terminal or, in inference, still expandable)."""
+        return self.status in (NodeStatus.UNPARSABLE, NodeStatus.NO_CODE, NodeStatus.EMPTY_CODE)
 
     @property
     def is_infrastructure_failure(self) -> bool:
@@ -166,6 +172,23 @@ class Tree:
         if parent is not None:
             parent.children.append(node)
         self._register(node)
+
+    def drop_since(self, order: int) -> list[Node]:
+        """Remove every node created at or after creation index ``order`` (an unfinished step); returns them.
+
+        A parent left with no children is unexpanded again, so the tree is as it was before that step.
+        """
+        dropped = self.nodes[order:]
+        if order < 1 or not dropped:
+            return []
+        del self.nodes[order:]
+        for node in dropped:
+            del self._by_tag[node.tag]
+            parent = node.parent
+            if parent is not None and parent.order < order:
+                parent.children = [c for c in parent.children if c.order < order]
+                parent.expanded = bool(parent.children)
+        return dropped
 
     def __getitem__(self, tag: str) -> Node:
         return self._by_tag[tag]

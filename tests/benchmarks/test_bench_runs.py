@@ -134,7 +134,7 @@ def test_interrupted_run_resumes(bench_shared, tmp_path):
 
 
 def test_value_model_decides_against_the_vote(bench_shared, tmp_path):
-    """With a value model the decided answer is the highest-value candidate; the vote figure is kept apart."""
+    """With --decision value the decided answer is the highest-value candidate; the vote figure is kept apart."""
     from benchmarks.dabench import load_dabench
     from benchmarks.runner import RunOptions
     from benchmarks.runs import run_dabench
@@ -156,11 +156,15 @@ def test_value_model_decides_against_the_vote(bench_shared, tmp_path):
         def evaluate(self, histories):
             return [1.0 if "34.65" in h[-1]["content"] else -1.0 for h in histories]
 
-    config = config_for_mode("infer", iterations=2)
+    config = config_for_mode("infer", iterations=2, decision="value")
     outcome, summary = run_dabench(data, policy, config, RunOptions(out_dir=tmp_path / "run", progress=False),
                                    value=ScriptedValue())
     assert summary["abq_vote_strict"] == 0.0  # two votes for 1
     assert summary["abq_value_selected_strict"] == 1.0 and summary["metrics"]["abq"] == 1.0
+    # the paper's setting: the headline is the majority vote, also with a value model
+    outcome, summary = run_dabench(data, policy, config_for_mode("infer", iterations=2),
+                                   RunOptions(out_dir=tmp_path / "run-paper", progress=False), value=ScriptedValue())
+    assert summary["metrics"]["abq"] == 0.0 and summary["abq_value_selected_strict"] == 1.0
 
 
 def test_aime_or_and_vote_from_a_vote_run(bench_shared, tmp_path, capsys):
@@ -209,14 +213,15 @@ def _dsbench_toy_run(tmp_path: Path, make_task, *extra: str) -> Path:
     code = lambda offset: "Thought: fit\nAction:\n```python\n" + GOOD.replace("OFFSET", offset) + "\n```"  # noqa: E731
     script = {"rules": [
         {"match": "Competition page:", "replies": ["TOYTASK: predict y from x with train.csv; write submission.csv with id,y; RMSE."]},
-        # the worse submission has the higher prior, so it is expanded and answered first
+        # the worse submission has the higher prior, so (with PUCT, --c-puct 1.25) it is expanded and answered first
         {"match": "TOYTASK", "replies": [code("1.0"), code("0.0")], "logprobs": [-0.1, -3.0]},
         {"match": "submission written", "replies": ["Thought: saved\nFormatted answer: @submission_file[submission.csv]"]},
     ], "default": ["Thought: ?\nFormatted answer: @submission_file[submission.csv]"]}
     replay = write_json(tmp_path / "replay.json", script)
     out = tmp_path / "run"
     assert main(["bench", "dsbench", "--data", str(root), "--tasks-json", str(tasks_json), "--tasks", "toy-regression",
-                 "--llm", f"replay:{replay}", "--iterations", "5", "--out", str(out), "--no-progress", *extra]) == 0
+                 "--llm", f"replay:{replay}", "--iterations", "5", "--c-puct", "1.25", "--out", str(out),
+                 "--no-progress", *extra]) == 0
     return out
 
 

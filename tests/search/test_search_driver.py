@@ -44,11 +44,23 @@ def test_collect_search_scores_answers_against_the_label():
     chat = next(n for n in tree.nodes if n.status is NodeStatus.NO_CODE)
     assert chat.evaluation == -1.0 and chat.terminal is TerminalReason.NO_CODE
     assert any(n.terminal is TerminalReason.TOO_MANY_ERRORS for n in tree.nodes)
-    assert tree.root.visit_count == len(tree.nodes) - 1  # every node but the root was backed up once
+    # reference back-up rule: nodes with a value of their own are backed up once each; an expansion whose new
+    # live children have none adds ONE zero visit from the expanded node (not one per child)
+    own = sum(1 for n in tree.nodes[1:] if n.evaluation is not None)
+    zero = sum(1 for n in tree.nodes if any(c.evaluation is None for c in n.children))
+    assert zero >= 1 and tree.root.visit_count == own + zero
+    assert all(c.visit_count == 0 for n in tree.nodes for c in n.children if c.evaluation is None and not c.expanded)
     assert result.stats.model_failures >= 2 and result.stats.infrastructure_failures == 0
     assert tree.root.exhausted and result.stats.iterations < 10  # search stopped when nothing was left
     assert result.stats.nodes == len(tree.nodes)
     assert not sandbox.closed  # run_search leaves the caller's sandbox open
+
+
+def test_per_child_backup_rule_backs_up_every_new_node():
+    config = SearchConfig(mode=Mode.COLLECT, iterations=10, expansions=3, max_consecutive_errors=1,
+                          backup_rule="per-child")
+    tree = run_search(TASK, FakePolicy(script()), FakeSandbox(), config, seed=0).tree
+    assert tree.root.visit_count == len(tree.nodes) - 1  # Jupiter 0.1: every node but the root once
 
 
 def test_one_policy_call_per_step_across_trees():
@@ -120,18 +132,26 @@ def test_value_model_is_batched_and_decides_in_infer_mode():
     config = SearchConfig(mode=Mode.INFER, iterations=3, expansions=3, c_puct=0.0)
     result = run_search(TASK, FakePolicy(script()), FakeSandbox(), config, value=value)
     assert value.calls == result.stats.value_calls <= result.stats.iterations
-    assert result.decided_by == "value"
+    assert result.decided_by == "vote"  # the paper reports the majority vote, also with a value model
+    assert result.value_answer is not None  # ... and the value-selected answer is recorded beside it
     assert all(n.evaluation == 0.5 for n in result.tree.answers())
     assert result.stats.value_calls >= 1
+    chosen = run_search(TASK, FakePolicy(script()), FakeSandbox(), config.replace(decision="value"), value=value)
+    assert chosen.decided_by == "value" and chosen.answer == chosen.value_answer
+
+
+def test_no_value_answer_without_a_value_model():
+    result = run_search(TASK, FakePolicy(script()), FakeSandbox(), SearchConfig(iterations=4))
+    assert result.answer is not None and result.value_answer is None
 
 
 def test_max_depth_ends_paths():
     policy = FakePolicy([("Task:", [GOOD]), ("Observation:", [GOOD])])
     result = run_search(TASK, policy, FakeSandbox(), SearchConfig(iterations=20, expansions=1, max_depth=3))
     depths = [n.depth for n in result.tree.nodes]
-    assert max(depths) == 3
+    assert max(depths) == 4  # reference code: a node is terminal when depth > max_depth
     assert result.tree.nodes[-1].terminal is TerminalReason.MAX_DEPTH
-    assert result.answer is None and result.stats.iterations == 3
+    assert result.answer is None and result.stats.iterations == 4
 
 
 def test_expanded_states_are_released():

@@ -27,7 +27,9 @@ def test_the_correct_path_wins_the_vote(dabench_tasks, sandbox, mode):
     tree = result.tree
     assert result.error is None
     assert result.answer == SOLUTIONS[0]["answer"] and result.correct is True
-    assert result.vote_table == {"@mean_fare[34.65]": 2, "@mean_fare[15.74]": 1, "@mean_fare[30]": 1}
+    # each computed result is answered K=3 times by the script: one node, three votes (duplicates count)
+    assert result.vote_table == {"@mean_fare[34.65]": 6, "@mean_fare[15.74]": 3, "@mean_fare[30]": 1}
+    assert {n.final_answer: n.multiplicity for n in tree.answers()}["@mean_fare[15.74]"] == 3
     errors = [n for n in tree.nodes if n.status is NodeStatus.CODE_ERROR]
     assert errors and "NameError" in errors[0].observation
     assert any(n.terminal is TerminalReason.TOO_MANY_ERRORS for n in tree.nodes)

@@ -139,9 +139,16 @@ def test_exhausted_subtrees_are_skipped_and_marked():
     assert tree.root.exhausted
 
 
-def test_priors_softmax_and_uniform_fallback():
-    assert priors_from_logprobs([-1.0, -1.0]) == [0.5, 0.5]
+def test_priors_exp_softmax_and_uniform_fallback():
+    # reference code: exp(mean log-prob), not normalised (more exploration than a softmax: issue 12, item 8)
+    assert priors_from_logprobs([-1.0, -1.0]) == pytest.approx([math.exp(-1.0)] * 2)
     priors = priors_from_logprobs([-0.1, -2.0, -5.0])
+    assert priors == pytest.approx([math.exp(-0.1), math.exp(-2.0), math.exp(-5.0)])
+    assert priors_from_logprobs([-1.0, -1.0], "softmax") == [0.5, 0.5]
+    priors = priors_from_logprobs([-0.1, -2.0, -5.0], "softmax")
     assert sum(priors) == pytest.approx(1.0) and priors[0] > priors[1] > priors[2]
+    assert priors_from_logprobs([-0.1, -2.0], "uniform") == [0.5, 0.5]
     assert priors_from_logprobs([-0.1, None]) == [0.5, 0.5]
+    assert priors_from_logprobs([-0.1, -0.1], multiplicities=[2, 1]) == pytest.approx(
+        [2 * math.exp(-0.1), math.exp(-0.1)])
     assert priors_from_logprobs([]) == []

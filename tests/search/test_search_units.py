@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from jupiter.task import Task
@@ -36,8 +38,8 @@ def test_config_roundtrip_and_modes():
     vote = vote_config()
     assert (vote.mode, vote.temperature, vote.vote_runs) == (Mode.VOTE, 0.7, 5)
     assert config_for_mode("react", temperature=None, iterations=3).iterations == 3
-    assert not react.wants_logprobs and SearchConfig().wants_logprobs
-    assert not SearchConfig(c_puct=0).wants_logprobs
+    assert not react.wants_logprobs and SearchConfig(c_puct=1.25).wants_logprobs
+    assert not SearchConfig().wants_logprobs  # the paper's inference: c_puct 0, priors unused, not asked for
 
 
 def test_duplicates_are_dropped_and_counted():
@@ -45,9 +47,13 @@ def test_duplicates_are_dropped_and_counted():
                    FakeCompletion("b", mean_logprob=-3.0)]
     drafts, dups = draft_children(completions, drop_duplicates=True)
     assert [d.text for d in drafts] == ["a", "b"] and dups == 1
-    assert drafts[0].prior > drafts[1].prior and sum(d.prior for d in drafts) == pytest.approx(1)
+    # the duplicate is folded, not lost: it still counts as a vote and in the prior (issue 12, item 3)
+    assert [d.multiplicity for d in drafts] == [2, 1]
+    assert drafts[0].prior == pytest.approx(2 * math.exp(-1.0)) and drafts[1].prior == pytest.approx(math.exp(-3.0))
+    drafts, dups = draft_children(completions, drop_duplicates=True, prior_rule="softmax")
+    assert sum(d.prior for d in drafts) == pytest.approx(1) and drafts[0].prior > drafts[1].prior
     drafts, dups = draft_children(completions, drop_duplicates=False)
-    assert len(drafts) == 3 and dups == 0
+    assert len(drafts) == 3 and dups == 0 and all(d.multiplicity == 1 for d in drafts)
 
 
 def test_classify_reply():
@@ -93,7 +99,10 @@ def test_depth_and_context_limits():
     config = SearchConfig(max_depth=1, max_tokens=100, context_limit=200)
     child = tree.add_child(tree.root, code="x", status=NodeStatus.CODE_OK)
     check_limits(child, lambda: [], config, None)
-    assert child.terminal is TerminalReason.MAX_DEPTH
+    assert not child.is_terminal  # the reference code's rule: terminal only when depth > max_depth
+    grandchild = tree.add_child(child, code="x", status=NodeStatus.CODE_OK)
+    check_limits(grandchild, lambda: [], config, None)
+    assert grandchild.terminal is TerminalReason.MAX_DEPTH
     config = SearchConfig(max_depth=5, max_tokens=100, context_limit=200)
     child = tree.add_child(tree.root, code="x", status=NodeStatus.CODE_OK)
     check_limits(child, lambda: [{"role": "user", "content": "x" * 700}], config, None)

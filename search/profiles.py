@@ -1,0 +1,121 @@
+"""Named sets of search settings, each setting with where it comes from.
+
+A profile turns (name, mode) into a ``SearchConfig``. ``paper`` is the default everywhere (solve, bench,
+collect, serve): every setting the seed paper or its authors' reference code fixes, and ours only where neither
+does. Where the paper and the reference code disagree, the paper wins; the reference code's choice stays
+reachable as a flag or field. ``v0.1`` is Jupiter 0.1's behaviour (softmax priors, a zero back-up per new
+child, malformed replies terminal, c_puct 1.25 at inference, the value decision with a value model), kept so
+its measured effect can be compared (docs/search.md, benchmarks/quality).
+
+    from search.profiles import resolve_profile, describe_profile
+    config = resolve_profile("paper", "infer", iterations=20)      # None overrides are ignored
+    describe_profile("paper", "collect")["c_puct"]                  # -> Setting(1.25, "paper", "...")
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from search.config import BackupRule, ConfigError, Decision, Mode, PriorRule, SearchConfig
+
+__all__ = ["PROFILES", "DEFAULT_PROFILE", "Setting", "describe_profile", "resolve_profile"]
+
+DEFAULT_PROFILE = "paper"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a profile: its value and its source (``paper``, ``reference code`` or ``ours``)."""
+
+    value: Any
+    source: str
+    why: str = ""
+
+
+PAPER = "paper"
+REF = "reference code"
+OURS = "ours"
+
+# One line per setting, with its source. The tree modes share most of them.
+_TREE_COMMON: dict[str, Setting] = {
+    "expansions": Setting(3, PAPER, "K = 3 children per expansion, in collection and inference"),
+    "max_depth": Setting(10, PAPER, "depth limit 10; a node is terminal when depth > 10 (reference code)"),
+    "top_p": Setting(0.95, PAPER, "sampling top_p 0.95"),
+    "prior_rule": Setting(PriorRule.EXP, REF, "prior = exp(mean token log-prob), not normalised over siblings"),
+    "backup_rule": Setting(BackupRule.EXPANSION, REF, "one zero back-up per expansion from the expanded node"),
+    "drop_duplicates": Setting(True, OURS, "identical sibling replies share one node; multiplicity keeps "
+                                           "their votes and prior (same decision as K separate nodes)"),
+    "max_tokens": Setting(1024, OURS, "the paper does not fix the reply length"),
+    "max_consecutive_errors": Setting(3, OURS, "a branch of erroring cells ends after 3 in a row"),
+    "cell_timeout": Setting(180.0, OURS, "per-cell wall clock (ARCHITECTURE.md)"),
+}
+
+_PAPER_PROFILE: dict[Mode, dict[str, Setting]] = {
+    Mode.INFER: {
+        **_TREE_COMMON,
+        "iterations": Setting(40, PAPER, "40 search iterations per task at inference"),
+        "c_puct": Setting(0.0, PAPER, "c_puct 0 at inference, with and without a value model (its Table 2: "
+                                      "the exploration term costs 77.82 -> 68.87 for 7B)"),
+        "temperature": Setting(0.7, OURS, "sampling temperature at inference (not fixed by the paper)"),
+        "decision": Setting(Decision.VOTE, PAPER, "the answer is the majority vote over the candidates"),
+        "malformed_terminal": Setting(False, REF, "a malformed reply is scored -1 but stays expandable"),
+    },
+    Mode.COLLECT: {
+        **_TREE_COMMON,
+        "iterations": Setting(50, PAPER, "50 iterations per task for trajectory collection"),
+        "c_puct": Setting(1.25, PAPER, "c_puct 1.25 for collection"),
+        "temperature": Setting(1.0, PAPER, "temperature 1.0 for collection"),
+        "decision": Setting(Decision.VOTE, PAPER, "(collection is scored by its Q-values; vote for the report)"),
+        "malformed_terminal": Setting(True, REF, "a malformed reply ends its branch with reward -1"),
+    },
+    Mode.REACT: {
+        "iterations": Setting(25, OURS, "ReAct baseline: at most 25 turns"),
+        "max_depth": Setting(25, OURS, "one path of at most 25 steps"),
+        "temperature": Setting(0.2, OURS, "near-greedy single rollout"),
+        "expansions": Setting(1, OURS, "one reply per step"),
+        "vote_runs": Setting(1, OURS, "one path"),
+        "drop_duplicates": Setting(False, OURS, "paths are independent"),
+        "decision": Setting(Decision.VOTE, OURS, "the path's answer"),
+    },
+    Mode.VOTE: {
+        "iterations": Setting(25, OURS, "each path at most 25 turns"),
+        "max_depth": Setting(25, OURS, "each path at most 25 steps"),
+        "temperature": Setting(0.7, OURS, "diverse independent paths"),
+        "expansions": Setting(1, OURS, "one reply per step and path"),
+        "vote_runs": Setting(5, OURS, "5 independent ReAct runs (raise it for equal-token comparisons)"),
+        "drop_duplicates": Setting(False, OURS, "paths are independent"),
+        "decision": Setting(Decision.VOTE, PAPER, "majority vote (the paper's baseline)"),
+    },
+}
+
+_V01_CHANGES: dict[str, Setting] = {
+    "prior_rule": Setting(PriorRule.SOFTMAX, OURS, "Jupiter 0.1: softmax over siblings"),
+    "backup_rule": Setting(BackupRule.PER_CHILD, OURS, "Jupiter 0.1: every new live child backed up with 0"),
+    "malformed_terminal": Setting(True, OURS, "Jupiter 0.1: malformed replies end the branch"),
+    "decision": Setting(Decision.AUTO, OURS, "Jupiter 0.1: the value decision with a value model, else vote"),
+}
+
+PROFILES = ("paper", "v0.1")
+
+
+def describe_profile(name: str, mode: Mode | str) -> dict[str, Setting]:
+    """Every setting the profile fixes for ``mode`` (the other fields keep ``SearchConfig``'s defaults)."""
+    mode = Mode(mode)
+    if name not in PROFILES:
+        raise ConfigError(f"profile: {name!r} is not one of {list(PROFILES)}")
+    settings = dict(_PAPER_PROFILE[mode])
+    if name == "v0.1" and mode.is_tree:
+        settings.update(_V01_CHANGES)
+        if mode is Mode.INFER:
+            settings["c_puct"] = Setting(1.25, OURS, "Jupiter 0.1: PUCT at inference (0 with a value model)")
+    return settings
+
+
+def resolve_profile(name: str, mode: Mode | str, **overrides: Any) -> SearchConfig:
+    """The ``SearchConfig`` of profile ``name`` for ``mode``, with ``overrides`` (None values ignored) on top."""
+    mode = Mode(mode)
+    values: dict[str, Any] = {key: s.value for key, s in describe_profile(name, mode).items()}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    values["mode"] = mode
+    return SearchConfig(**values)
