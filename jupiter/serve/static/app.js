@@ -328,7 +328,7 @@ async function finalValues(id) {
   try {
     const tree = await (await request("GET", "/v1/tasks/" + encodeURIComponent(id) + "/tree.json")).json();
     if (state.jobId !== id) return;  // another job was opened meanwhile
-    for (const rec of tree.nodes || []) {
+    for (const rec of (Array.isArray(tree) ? tree : tree.nodes || [])) {
       const n = state.nodes.get(rec.tag);
       if (!n) continue;
       if (typeof rec.value === "number") n.value = rec.value;

@@ -1,0 +1,445 @@
+"""Load benchmark of ``jupiter serve``: many clients, one server, the replay policy, on loopback.
+
+N tasks (copies of the bundled Titanic example, each with its own id) are submitted by C client threads
+(``jupiter.client.Client``), each submitting its share and then polling its jobs until they finish. It reports
+- accepted / done / failed jobs (target N / N / 0);
+- API latency p50 / p99 of submit and of status under that load (target p99 < 100 ms);
+- trees per second from the first submit to the last finished job, against a batch run of the same tasks
+  in-process through ``search.solve_many`` with the server's own search settings (target >= 0.8x batch);
+- peak RSS of the server's process tree (the server and every sandbox process it started).
+
+``--kill-restart`` adds a second run: once every job is accepted and half are done, the server's whole process
+group gets SIGKILL, a new server starts on the same ``--db`` and port, and the clients carry on (they retry
+while it is down). It must end with N done, no job lost, and no job run twice to completion: a job that was
+done before the kill keeps its finish time and its single attempt; the database is read directly at the end.
+
+    python benchmarks/perf/serve_load.py --json [--tasks 200 --clients 20] [--kill-restart] [--no-batch]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import queue
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import psutil
+import requests
+
+from jupiter.client import Client, ClientError, JobStatus, ServerUnreachable
+
+__all__ = ["ServerProcess", "start_server", "free_port", "EXAMPLE_TASK", "EXAMPLE_REPLAY", "main"]
+
+log = logging.getLogger("serve_load")
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_TASK = ROOT / "jupiter" / "examples" / "titanic_mean_fare.json"
+EXAMPLE_REPLAY = ROOT / "jupiter" / "examples" / "titanic_mean_fare.replay.json"
+EXAMPLE_DATA = ROOT / "jupiter" / "examples" / "data"
+
+
+# ------------------------------------------------------------------------------------------------ the server
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    """A ``jupiter serve`` subprocess in its own process group (so its sandboxes can be stopped with it)."""
+
+    proc: subprocess.Popen
+    url: str
+    port: int
+    db: Path
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the server and all its descendants (0 once it is gone)."""
+        try:
+            root = psutil.Process(self.proc.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return 0
+        total = 0
+        for proc in procs:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                continue
+        return total
+
+    def kill(self) -> None:
+        """SIGKILL to the whole process group: the crash the restart test simulates."""
+        self._signal_group(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM to the server's process group, SIGKILL after ``timeout`` seconds; then reap it."""
+        if self.proc.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+                self.proc.wait(timeout=30)
+        else:  # the server is gone; its sandboxes may not be
+            self._signal_group(signal.SIGKILL)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)  # our own child's group: start_new_session made pgid == pid
+        except ProcessLookupError:
+            pass
+
+
+def start_server(db: Path, *, llm: str | None = None, port: int | None = None, token: str | None = None,
+                 max_trees: int | None = None, extra: tuple[str, ...] = (), log_path: Path | None = None,
+                 ready_timeout: float = 90.0) -> ServerProcess:
+    """Start ``jupiter serve`` (the replay policy of the bundled example by default) and wait for ``/healthz``.
+
+    Raises RuntimeError with the server's log tail when it exits or is not healthy within ``ready_timeout``.
+    """
+    port = port or free_port()
+    db = Path(db)
+    log_path = log_path or db.with_suffix(f".{port}.log")
+    command = [sys.executable, "-m", "jupiter.cli", "serve", "--llm", llm or f"replay:{EXAMPLE_REPLAY}",
+               "--host", "127.0.0.1", "--port", str(port), "--db", str(db)]
+    if token:
+        command += ["--token", token]
+    if max_trees:
+        command += ["--max-trees", str(max_trees)]
+    command += list(extra)
+    handle = log_path.open("ab")
+    proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=str(ROOT),
+                            start_new_session=True)
+    handle.close()
+    server = ServerProcess(proc, f"http://127.0.0.1:{port}", port, db, log_path)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            server.stop()
+            raise RuntimeError(f"jupiter serve exited with code {proc.returncode}:\n{server.log_tail()}")
+        try:
+            if requests.get(server.url + "/healthz", timeout=2).status_code == 200:
+                return server
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    server.stop()
+    raise RuntimeError(f"jupiter serve was not healthy after {ready_timeout:g} s:\n{server.log_tail()}")
+
+
+# ----------------------------------------------------------------------------------------------- the clients
+def _tasks(count: int) -> list[dict[str, Any]]:
+    record = json.loads(EXAMPLE_TASK.read_text(encoding="utf-8"))
+    return [dict(record, id=f"{record['id']}-{i:04d}") for i in range(count)]
+
+
+@dataclass
+class _Tally:
+    """What the client threads record (appends from several threads: list.append is atomic in CPython)."""
+
+    submit_ms: list[float] = field(default_factory=list)
+    status_ms: list[float] = field(default_factory=list)
+    job_ids: list[str] = field(default_factory=list)
+    final: dict[str, str] = field(default_factory=dict)
+    rejected: list[str] = field(default_factory=list)
+    retries: list[int] = field(default_factory=list)
+    first_submit: list[float] = field(default_factory=list)
+    last_finish: list[float] = field(default_factory=list)
+
+
+def _retrying(call: Callable[[], Any], tally: _Tally, deadline: float) -> Any:
+    """``call()``, retried while the server is down (restart) or its queue is full (429), until ``deadline``."""
+    while True:
+        try:
+            return call()
+        except ServerUnreachable:
+            pass
+        except ClientError as exc:
+            if exc.status != 429:
+                raise
+        tally.retries.append(1)
+        if time.monotonic() > deadline:
+            raise TimeoutError("the server stayed unreachable or full until the deadline")
+        time.sleep(0.2)
+
+
+def _client(url: str, token: str | None, mine: list[dict[str, Any]], files: list[Path], settings: dict[str, Any],
+            tally: _Tally, submitted: threading.Barrier, deadline: float, poll: float) -> None:
+    client = Client(url, token=token, timeout=30)
+    pending: list[str] = []
+    try:
+        for task in mine:
+            def submit() -> str:
+                started = time.perf_counter()
+                job_id = client.submit(task, files, settings)
+                tally.submit_ms.append((time.perf_counter() - started) * 1000)
+                return job_id
+
+            tally.first_submit.append(time.time())
+            try:
+                job_id = _retrying(submit, tally, deadline)
+            except ClientError as exc:
+                tally.rejected.append(str(exc))
+                continue
+            tally.job_ids.append(job_id)
+            pending.append(job_id)
+        submitted.wait()
+        while pending and time.monotonic() < deadline:
+            for job_id in list(pending):
+                def status() -> dict[str, Any]:
+                    started = time.perf_counter()
+                    job = client.status(job_id)
+                    tally.status_ms.append((time.perf_counter() - started) * 1000)
+                    return job
+
+                job = _retrying(status, tally, deadline)
+                if JobStatus(job["status"]).finished:
+                    tally.final[job_id] = job["status"]
+                    tally.last_finish.append(time.time())
+                    pending.remove(job_id)
+            time.sleep(poll)
+    finally:
+        client.close()
+
+
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p99": None, "n": 0}
+    ordered = sorted(values)
+    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+    return {"p50": round(statistics.median(ordered), 2), "p99": round(p99, 2), "n": len(ordered)}
+
+
+class _RssSampler(threading.Thread):
+    def __init__(self, server_ref: Callable[[], ServerProcess]) -> None:
+        super().__init__(daemon=True)
+        self.server_ref = server_ref
+        self.peak = 0
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            self.peak = max(self.peak, self.server_ref().rss_bytes())
+            self.halt.wait(0.1)
+
+
+def _db_counts(db: Path) -> dict[str, Any]:
+    """Read the jobs table directly (the server is stopped): statuses, attempts, finish times."""
+    with sqlite3.connect(str(db)) as conn:
+        rows = conn.execute("SELECT id, status, attempts, finished FROM jobs").fetchall()
+    statuses: dict[str, int] = {}
+    for _, status, _, _ in rows:
+        statuses[status] = statuses.get(status, 0) + 1
+    return {"rows": len(rows), "statuses": statuses,
+            "attempts": {job_id: attempts for job_id, _, attempts, _ in rows},
+            "finished": {job_id: finished for job_id, _, _, finished in rows}}
+
+
+def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, max_trees: int | None,
+             kill_restart: bool, timeout: float, poll: float) -> dict[str, Any]:
+    """One load run against a fresh server (and, with ``kill_restart``, its crash and restart)."""
+    db = workdir / ("restart" if kill_restart else "load") / "jobs.sqlite"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    server = start_server(db, max_trees=max_trees)
+    current = [server]
+    sampler = _RssSampler(lambda: current[0])
+    sampler.start()
+    tally = _Tally()
+    records = _tasks(tasks)
+    files = sorted(EXAMPLE_DATA.iterdir())
+    shares = [records[i::clients] for i in range(clients)]
+    submitted = threading.Barrier(clients + 1)
+    deadline = time.monotonic() + timeout
+    threads = [threading.Thread(target=_client, args=(server.url, None, share, files, settings, tally, submitted,
+                                                      deadline, poll), daemon=True)
+               for share in shares]
+    started = time.time()
+    for thread in threads:
+        thread.start()
+    out: dict[str, Any] = {}
+    try:
+        submitted.wait(timeout=timeout)
+        accepted_at = time.time()
+        if kill_restart:
+            out.update(_kill_and_restart(current, tally, tasks, deadline, max_trees))
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()) + 5)
+        finished_at = max(tally.last_finish, default=time.time())
+        done = sum(1 for s in tally.final.values() if s == JobStatus.DONE.value)
+        failed = sum(1 for s in tally.final.values() if s != JobStatus.DONE.value)
+        api_jobs = Client(current[0].url).list(limit=tasks * 2 + 10)
+    finally:
+        sampler.halt.set()
+        sampler.join()
+        current[0].stop()
+    elapsed = finished_at - min(tally.first_submit, default=started)
+    out.update({
+        "tasks": tasks, "clients": clients,
+        "accepted": len(tally.job_ids), "done": done, "failed": failed,
+        "unfinished": len(tally.job_ids) - len(tally.final), "rejected": len(tally.rejected),
+        "retries": len(tally.retries),
+        "api_jobs": len(api_jobs), "api_done": sum(1 for j in api_jobs if j["status"] == "done"),
+        "submit_ms": _percentiles(tally.submit_ms), "status_ms": _percentiles(tally.status_ms),
+        "submit_seconds": round(accepted_at - started, 3), "seconds": round(elapsed, 3),
+        "trees_per_s": round(done / elapsed, 3) if elapsed > 0 else None,
+        "peak_rss_mb": round(sampler.peak / 2**20, 1),
+    })
+    if kill_restart:
+        db_counts = _db_counts(db)
+        before = out.pop("_done_before_kill")
+        rerun = sorted(j for j, (finished, _) in before.items()
+                       if db_counts["attempts"].get(j) != 1 or db_counts["finished"].get(j) != finished)
+        out.update({
+            "db_rows": db_counts["rows"], "db_statuses": db_counts["statuses"],
+            "db_done": db_counts["statuses"].get("done", 0),
+            "lost": sorted(set(tally.job_ids) - set(db_counts["attempts"])),
+            "done_before_kill": len(before),
+            "rerun_after_done": rerun,
+            "requeued_after_kill": sum(1 for a in db_counts["attempts"].values() if a > 1),
+            "max_attempts": max(db_counts["attempts"].values(), default=0),
+        })
+    return out
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _kill_and_restart(current: list[ServerProcess], tally: _Tally, tasks: int, deadline: float,
+                      max_trees: int | None) -> dict[str, Any]:
+    """Wait for half the jobs done, SIGKILL the server's group, restart it on the same db and port."""
+    server = current[0]
+    client = Client(server.url, timeout=30)
+    while time.monotonic() < deadline:
+        done = client.list(status="done", limit=tasks * 2)
+        if len(done) >= tasks // 2:
+            break
+        time.sleep(0.1)
+    try:
+        descendants = psutil.Process(server.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    killed_at = time.time()
+    server.kill()
+    time.sleep(1.0)
+    orphans = [p.pid for p in descendants if _alive(p)]
+    for pid in orphans:  # ours: the dead server's sandboxes that left its process group
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    # what was done before the kill, as the database has it (the API is gone with the server)
+    with sqlite3.connect(str(server.db)) as conn:
+        rows = conn.execute("SELECT id, finished, attempts FROM jobs WHERE status='done'").fetchall()
+    before = {job_id: (finished, attempts) for job_id, finished, attempts in rows}
+    restarted = time.monotonic()
+    current[0] = start_server(server.db, port=server.port, max_trees=max_trees)
+    return {"_done_before_kill": before, "killed_at_done": len(before), "restart_s": round(time.monotonic()
+                                                                                         - restarted, 2),
+            "killed_at": round(killed_at, 3), "orphans_after_kill": len(orphans)}
+
+
+# ----------------------------------------------------------------------------------------------- the batch
+def run_batch(tasks: int, settings: dict[str, Any], max_trees: int | None) -> dict[str, Any]:
+    """The same tasks in-process through ``search.solve_many`` with the server's settings for them."""
+    from jupiter.llm import load_policy
+    from jupiter.serve.config import ServeConfig
+    from jupiter.serve.jobs import search_config
+    from jupiter.task import task_from_record
+    from sandbox import Sandbox, SandboxConfig
+    from search import solve_many
+
+    defaults = ServeConfig()
+    trees = max_trees or defaults.max_trees
+    config = search_config(settings, defaults.profile, trees, defaults.cell_timeout)
+    task_objects = [task_from_record(r, [EXAMPLE_TASK.parent]) for r in _tasks(tasks)]
+    policy = load_policy(f"replay:{EXAMPLE_REPLAY}")
+    started = time.perf_counter()
+    done = 0
+    for result in solve_many(task_objects, policy, lambda: Sandbox(SandboxConfig(timeout_s=config.cell_timeout)),
+                             config):
+        done += result.error is None
+    seconds = time.perf_counter() - started
+    return {"tasks": tasks, "done": done, "seconds": round(seconds, 3),
+            "trees_per_s": round(done / seconds, 3) if seconds > 0 else None, "max_trees_in_flight": trees}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print one JSON object (the only output mode)")
+    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--max-trees", type=int, default=None, help="server --max-trees (default: its own)")
+    parser.add_argument("--kill-restart", action="store_true",
+                        help="also a run whose server is killed (SIGKILL) half-way and restarted on the same db")
+    parser.add_argument("--no-batch", action="store_true", help="skip the in-process batch comparison")
+    parser.add_argument("--poll", type=float, default=0.2, help="seconds between a client's status rounds")
+    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds a run may take at most")
+    parser.add_argument("--workdir", type=Path, default=None, help="where the databases go (default: a temp dir)")
+    args = parser.parse_args(argv)
+    if args.tasks < 1 or args.clients < 1:
+        parser.error("--tasks and --clients must be >= 1")
+    clients = min(args.clients, args.tasks)
+    settings: dict[str, Any] = {"seed": 0}
+    with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
+        workdir = args.workdir or Path(tmp)
+        result: dict[str, Any] = {"load": run_load(args.tasks, clients, settings, workdir, args.max_trees, False,
+                                                   args.timeout, args.poll)}
+        if not args.no_batch:
+            result["batch"] = run_batch(args.tasks, settings, args.max_trees)
+            served = result["load"]["trees_per_s"] or 0.0
+            result["served_over_batch"] = round(served / result["batch"]["trees_per_s"], 3) \
+                if result["batch"]["trees_per_s"] else None
+        if args.kill_restart:
+            result["kill_restart"] = run_load(args.tasks, clients, settings, workdir, args.max_trees, True,
+                                              args.timeout, args.poll)
+    load = result["load"]
+    targets = {
+        "all_done": load["accepted"] == load["done"] == args.tasks and load["failed"] == 0,
+        "submit_p99_lt_100ms": (load["submit_ms"]["p99"] or 1e9) < 100,
+        "status_p99_lt_100ms": (load["status_ms"]["p99"] or 1e9) < 100,
+    }
+    if "served_over_batch" in result:
+        targets["throughput_ge_0_8x_batch"] = (result["served_over_batch"] or 0) >= 0.8
+    if args.kill_restart:
+        kr = result["kill_restart"]
+        targets["restart_all_done_none_lost_none_rerun"] = (
+            kr["db_done"] == args.tasks and kr["db_rows"] == args.tasks and not kr["lost"]
+            and not kr["rerun_after_done"])
+    result["targets"] = targets
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

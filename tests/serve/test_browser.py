@@ -1,0 +1,169 @@
+"""The web page in a real headless Chromium (Selenium + the system chromedriver) against a real ``jupiter serve``.
+
+The page is driven as a user would: fill the task form, attach the data file, submit, watch the tree grow from
+the event stream, read the answer, click a node. Skipped, saying why, where Chromium, chromedriver or Selenium
+is missing (``scripts/install.sh`` installs them). Set ``JUPITER_SERVE_SCREENSHOT=path.png`` to keep the
+screenshot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from benchmarks.perf.serve_load import EXAMPLE_DATA, EXAMPLE_TASK, ServerProcess, start_server
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists()
+                                                 else None)
+if CHROMIUM is None or CHROMEDRIVER is None:
+    pytest.skip("headless browser test needs Debian's chromium and chromium-driver "
+                "(apt-get install -y chromium chromium-driver)", allow_module_level=True)
+webdriver = pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the dev extra)")
+
+from selenium.common.exceptions import WebDriverException  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+ANSWER = "@mean_fare[34.65]"
+TOKEN = "browser-test-token"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = start_server(tmp_path_factory.mktemp("serve-web") / "jobs.sqlite")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture()
+def browser() -> Iterator[object]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,900", "--no-first-run", "--disable-extensions"):
+        options.add_argument(arg)
+    try:
+        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    except WebDriverException as exc:
+        pytest.skip(f"chromium could not start under chromedriver: {exc.msg}")
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _wait(driver, condition, timeout: float = 60, message: str = ""):
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition, message)
+
+
+def _fill(driver, element_id: str, text: str) -> None:
+    element = driver.find_element(By.ID, element_id)
+    element.clear()
+    element.send_keys(text)
+
+
+def test_submit_watch_the_tree_and_read_the_answer(server: ServerProcess, browser, tmp_path: Path) -> None:
+    task = json.loads(EXAMPLE_TASK.read_text())
+    browser.get(server.url + "/")
+    assert browser.title == "Jupiter"
+    _fill(browser, "question", task["question"])
+    _fill(browser, "constraints", task["constraints"])
+    _fill(browser, "format", task["format"])
+    _fill(browser, "label", task["label"])
+    browser.find_element(By.ID, "files").send_keys(str((EXAMPLE_DATA / "test_ave.csv").resolve()))
+    browser.find_element(By.ID, "settings").click()  # open the settings and set one
+    _fill(browser, "s-seed", "0")
+    browser.find_element(By.ID, "submit").click()
+
+    _wait(browser, lambda d: d.find_element(By.ID, "job").is_displayed(), message="the job view did not open")
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree circle.node")) >= 3,
+          message="no tree nodes appeared")
+    _wait(browser, lambda d: d.find_element(By.ID, "job-answer").text == ANSWER,
+          message="the answer was not shown")
+    _wait(browser, lambda d: d.find_element(By.ID, "job-status").text == "done")
+    assert "submitted as job" in browser.find_element(By.ID, "message").text.lower()
+    assert browser.find_element(By.ID, "job-question").text == task["question"]
+
+    # the answer node: thick ring, on the chosen path; a click shows its step
+    answer_nodes = browser.find_elements(By.CSS_SELECTOR, "#tree circle.kind-answer")
+    assert answer_nodes
+    browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", answer_nodes[0])
+    _wait(browser, lambda d: ANSWER in d.find_element(By.ID, "detail").text, timeout=10)
+    _wait(browser, lambda d: any(c.get_attribute("stroke") == "#2463eb"
+                                 for c in d.find_elements(By.CSS_SELECTOR, "#tree circle.node")), timeout=10,
+          message="the chosen path was not highlighted")
+    node_count = len(browser.find_elements(By.CSS_SELECTOR, "#tree circle.node"))
+    row = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#jobs tbody tr.current"))[0]
+    _wait(browser, lambda d: "done" in row.text and ANSWER in row.text, timeout=15)
+    assert all(not b.get_attribute("disabled") for b in browser.find_elements(By.CSS_SELECTOR, "button.download"))
+
+    shot = tmp_path / "serve.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.read_bytes()[:8] == PNG_MAGIC and shot.stat().st_size > 10_000
+    keep = os.environ.get("JUPITER_SERVE_SCREENSHOT")
+    if keep:
+        shutil.copyfile(shot, keep)
+
+    # a reload, then opening the finished job: the stream replays every node
+    browser.refresh()
+    row = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#jobs tbody tr"))[0]
+    row.click()
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree circle.node")) == node_count,
+          message="the finished job's tree was not replayed")
+
+
+def test_model_and_user_text_is_shown_as_text_never_as_markup(server: ServerProcess, browser) -> None:
+    browser.get(server.url + "/")
+    browser.find_element(By.ID, "kind-json").click()
+    task = json.loads(EXAMPLE_TASK.read_text())
+    task["question"] = 'Mean fare? <img src=x onerror="window.__pwned=1"><b>bold</b>'
+    _fill(browser, "task-json", json.dumps(task))
+    browser.find_element(By.ID, "files").send_keys(str((EXAMPLE_DATA / "test_ave.csv").resolve()))
+    _fill(browser, "s-iterations", "2")
+    browser.find_element(By.ID, "submit").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "job-question").text == task["question"])
+    _wait(browser, lambda d: d.find_element(By.ID, "job-status").text in ("done", "failed", "cancelled"))
+    assert browser.execute_script("return window.__pwned === undefined")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#job-question img, #jobs img, #job-question b")
+
+
+def test_bad_input_shows_the_servers_error(server: ServerProcess, browser) -> None:
+    browser.get(server.url + "/")
+    _fill(browser, "question", "What is the mean of column x?")
+    browser.find_element(By.ID, "kind-json").click()
+    _fill(browser, "task-json", '{"question": "mean?", "files": ["absent.csv"]}')
+    browser.find_element(By.ID, "submit").click()
+    message = _wait(browser, lambda d: d.find_element(By.ID, "message").text)
+    assert "400" in message and "absent.csv" in message
+
+
+def test_a_token_server_asks_for_the_token_and_keeps_it(tmp_path: Path, browser) -> None:
+    server = start_server(tmp_path / "jobs.sqlite", token=TOKEN)
+    try:
+        browser.get(server.url + "/")
+        _wait(browser, lambda d: d.find_element(By.ID, "token-overlay").is_displayed(),
+              message="the page did not ask for the token")
+        _fill(browser, "token", TOKEN)
+        browser.find_element(By.ID, "token-save").click()
+        _wait(browser, lambda d: not d.find_element(By.ID, "token-overlay").is_displayed())
+        assert browser.execute_script("return sessionStorage.getItem('jupiter.token')") == TOKEN
+        browser.find_element(By.ID, "files").send_keys(str((EXAMPLE_DATA / "test_ave.csv").resolve()))
+        task = json.loads(EXAMPLE_TASK.read_text())
+        for field in ("question", "constraints", "format"):
+            _fill(browser, field, task[field])
+        browser.find_element(By.ID, "submit").click()
+        # the tree needs the event stream, which carries the token as ?token=
+        _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree circle.node")) >= 3)
+        _wait(browser, lambda d: d.find_element(By.ID, "job-answer").text == ANSWER)
+        assert not browser.find_element(By.ID, "token-overlay").is_displayed()
+    finally:
+        server.stop()

@@ -1,0 +1,231 @@
+"""``jupiter.client`` and ``jupiter solve --server`` against a real ``jupiter serve`` (replay policy, loopback).
+
+The server runs as a subprocess on a free port with its own SQLite file and is stopped by PID (its process
+group). The load benchmark script runs on tiny settings and must print its keys.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import nbformat
+import pytest
+
+from benchmarks.perf.serve_load import EXAMPLE_DATA, EXAMPLE_TASK, ServerProcess, free_port, start_server
+from jupiter.client import Client, ClientError, Event, JobStatus, ServerUnreachable, WaitTimeout, parse_sse
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "s3cret-token-for-tests"
+ANSWER = "@mean_fare[34.65]"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = start_server(tmp_path_factory.mktemp("serve") / "jobs.sqlite")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server: ServerProcess) -> Iterator[Client]:
+    with Client(server.url, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def solved(client: Client) -> dict:
+    """The bundled example solved once through the client (submit + wait)."""
+    return client.solve(EXAMPLE_TASK, settings={"seed": 0}, timeout=120)
+
+
+# ------------------------------------------------------------------------------------------ SSE parsing
+def test_parse_sse_joins_data_lines_skips_comments_and_keeps_types() -> None:
+    lines = [": keep-alive", "", "event: node", 'data: {"tag": "0",', 'data:  "depth": 0}', "",
+             "event: done", "id: 7", 'data: {"status": "done"}', "", "data: plain text", ""]
+    events = list(parse_sse(lines))
+    assert events == [Event("node", {"tag": "0", "depth": 0}), Event("done", {"status": "done"}, "7"),
+                      Event("message", {"text": "plain text"}, "7")]
+
+
+def test_parse_sse_drops_an_unfinished_event_at_the_end() -> None:
+    assert list(parse_sse(["event: node", 'data: {"tag": "0"}'])) == []
+
+
+# ------------------------------------------------------------------------------------------ the client
+def test_solve_returns_the_finished_job_with_its_result(solved: dict) -> None:
+    assert solved["status"] == JobStatus.DONE.value
+    assert solved["task_id"] == "dabench-0-titanic-mean-fare"
+    assert solved["result"]["answer"] == ANSWER
+    assert solved["progress"]["nodes"] >= 2 and solved["progress"]["answers"] >= 1
+    assert solved["error"] is None
+
+
+def test_events_of_a_finished_job_replay_every_node_then_done(client: Client, solved: dict) -> None:
+    events = list(client.events(solved["id"]))
+    nodes = [e for e in events if e.type == "node"]
+    assert events[-1].type == "done" and events[-1].data["status"] == "done"
+    assert events[-1].data["answer"] == ANSWER
+    assert len(nodes) == solved["progress"]["nodes"]
+    assert nodes[0].data["parent"] is None and nodes[0].data["depth"] == 0
+    tags = {n.data["tag"] for n in nodes}
+    assert all(n.data["parent"] in tags for n in nodes[1:])  # every parent came before its child
+    assert any(n.data["answer"] == ANSWER for n in nodes)
+    for key in ("tag", "parent", "depth", "status", "terminal", "value", "visits", "answer", "thought", "code",
+                "observation"):
+        assert key in nodes[1].data
+
+
+def test_download_writes_each_output(client: Client, solved: dict, tmp_path: Path) -> None:
+    tree = client.download(solved["id"], "tree.json", tmp_path)
+    assert tree == tmp_path / "tree.json"
+    records = json.loads(tree.read_text())  # the paper's layout: one record per node
+    assert len(records) == solved["progress"]["nodes"] and records[0]["tag"] == "0"
+    notebook = nbformat.read(str(client.download(solved["id"], "solution.ipynb", tmp_path / "nb.ipynb")), 4)
+    nbformat.validate(notebook)
+    assert any("mean" in cell.source for cell in notebook.cells if cell.cell_type == "code")
+    page = client.download(solved["id"], "tree.html", tmp_path / "sub" / "t.html").read_text()
+    assert "<svg" in page
+    with pytest.raises(ClientError, match="tree.json"):
+        client.download(solved["id"], "notes.txt", tmp_path)
+
+
+def test_status_list_and_live_events_of_a_new_job(client: Client) -> None:
+    job_id = client.submit(str(EXAMPLE_TASK), [EXAMPLE_DATA / "test_ave.csv"], {"iterations": 3, "seed": 1})
+    first = client.status(job_id)
+    assert first["id"] == job_id and first["status"] in {s.value for s in JobStatus}
+    assert first["settings"]["iterations"] == 3
+    events = list(client.events(job_id))  # from queued (a status event first) or running to done
+    kinds = [e.type for e in events]
+    assert kinds[-1] == "done" and kinds.count("done") == 1
+    if "status" in kinds:  # subscribed before the end: the live stream also carries the iterations
+        assert "iteration" in kinds
+    assert [e for e in events if e.type == "node"][0].data["parent"] is None
+    job = client.wait(job_id, poll=0.1, timeout=60)
+    assert job["status"] == "done" and job["progress"]["iterations"] <= 3
+    assert job_id in [j["id"] for j in client.list(limit=50)]
+    assert job_id in [j["id"] for j in client.list(status="done")]
+
+
+def test_a_task_dict_with_explicit_files_is_accepted(client: Client) -> None:
+    record = json.loads(EXAMPLE_TASK.read_text())
+    record["id"] = "from-a-dict"
+    job = client.solve(record, [EXAMPLE_DATA / "test_ave.csv"], {"iterations": 2}, poll=0.1, timeout=60)
+    assert job["task_id"] == "from-a-dict" and job["status"] == "done"
+
+
+def test_cancel_ends_a_job(client: Client) -> None:
+    job_id = client.submit(EXAMPLE_TASK, settings={"iterations": 500, "seed": 2})
+    job = client.cancel(job_id)
+    assert job["id"] == job_id
+    final = client.wait(job_id, poll=0.1, timeout=60)
+    # cancelled while queued or running; a replay tree can also run out of moves first
+    assert final["status"] in ("cancelled", "done")
+    assert final["status"] == "cancelled" or job["status"] == "done"
+
+
+def test_server_errors_name_the_status_and_the_servers_text(client: Client, tmp_path: Path) -> None:
+    with pytest.raises(ClientError) as missing:
+        client.status("0" * 32)
+    assert missing.value.status == 404 and "404" in str(missing.value)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"question": "What is the mean?", "files": ["nowhere.csv"]}))
+    with pytest.raises(ClientError) as refused:
+        client.submit({"question": "What is the mean?", "files": ["nowhere.csv"]}, [])
+    assert refused.value.status == 400 and "nowhere.csv" in str(refused.value)
+    with pytest.raises(ClientError) as bad_setting:
+        client.submit(EXAMPLE_TASK, settings={"iterations": "many"})
+    assert bad_setting.value.status == 400 and "iterations" in str(bad_setting.value)
+
+
+def test_client_side_checks_name_the_problem(client: Client, tmp_path: Path) -> None:
+    with pytest.raises(ClientError, match="unknown key.*colour"):
+        client.submit(EXAMPLE_TASK, settings={"colour": "red"})
+    with pytest.raises(ClientError, match="task file not found"):
+        client.submit(tmp_path / "none.json")
+    with pytest.raises(ClientError, match="missing.csv: not found"):
+        client.submit(EXAMPLE_TASK, [tmp_path / "missing.csv"])
+    with pytest.raises(ClientError, match="http://"):
+        Client("127.0.0.1:8700")
+
+
+def test_wait_timeout_leaves_the_job_running(client: Client) -> None:
+    job_id = client.submit(EXAMPLE_TASK, settings={"iterations": 500, "seed": 3})
+    try:
+        with pytest.raises(WaitTimeout, match=job_id):
+            client.wait(job_id, poll=0.05, timeout=0.01)
+    finally:
+        client.cancel(job_id)
+
+
+def test_connection_refused_is_one_clear_line() -> None:
+    port = free_port()
+    with pytest.raises(ServerUnreachable) as exc:
+        Client(f"http://127.0.0.1:{port}", timeout=5).status("0" * 32)
+    message = str(exc.value)
+    assert "\n" not in message and f"127.0.0.1:{port}" in message and "connection refused" in message
+
+
+def test_a_token_server_needs_the_token(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "jobs.sqlite", token=TOKEN)
+    try:
+        with pytest.raises(ClientError) as refused:
+            Client(server.url).list()
+        assert refused.value.status == 401
+        with Client(server.url, token=TOKEN) as client:
+            job = client.solve(EXAMPLE_TASK, settings={"iterations": 2}, poll=0.1, timeout=60)
+            assert job["status"] == "done"
+            assert list(client.events(job["id"]))[-1].type == "done"
+            client.download(job["id"], "tree.json", tmp_path)
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------------------------------------ the CLI
+def test_jupiter_solve_server_writes_the_local_outputs(server: ServerProcess, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(EXAMPLE_TASK), "--server", server.url,
+                           "--out", str(out), "--iterations", "5", "--no-progress"],
+                          capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == ANSWER
+    for name in ("result.json", "tree.json", "solution.ipynb", "tree.html"):
+        assert (out / name).is_file(), name
+    result = json.loads((out / "result.json").read_text())
+    assert result["answer"] == ANSWER and result["server"] == server.url and result["job_id"]
+
+
+def test_jupiter_solve_server_refuses_local_only_flags_and_a_dead_server(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(EXAMPLE_TASK), "--server",
+                           "http://127.0.0.1:9", "--llm", "replay:x.json"],
+                          capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    assert proc.returncode == 2 and "--llm" in proc.stderr
+    port = free_port()
+    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(EXAMPLE_TASK), "--server",
+                           f"http://127.0.0.1:{port}", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "connection refused" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------ the benchmark
+def test_serve_load_script_prints_its_keys() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "perf" / "serve_load.py"), "--json",
+                           "--tasks", "6", "--clients", "3", "--kill-restart"],
+                          capture_output=True, text=True, timeout=600, cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    load = result["load"]
+    for key in ("accepted", "done", "failed", "submit_ms", "status_ms", "trees_per_s", "peak_rss_mb"):
+        assert key in load, key
+    assert load["accepted"] == load["done"] == 6 and load["failed"] == 0
+    assert load["submit_ms"]["n"] == 6 and load["status_ms"]["p99"] is not None and load["peak_rss_mb"] > 0
+    assert result["batch"]["done"] == 6 and result["served_over_batch"] > 0
+    restart = result["kill_restart"]
+    assert restart["db_done"] == 6 and restart["db_rows"] == 6
+    assert restart["lost"] == [] and restart["rerun_after_done"] == []
+    assert set(result["targets"]) >= {"all_done", "submit_p99_lt_100ms", "status_p99_lt_100ms",
+                                      "throughput_ge_0_8x_batch", "restart_all_done_none_lost_none_rerun"}
