@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -181,7 +181,9 @@ class HfPolicy(BasePolicy):
         new_tokens = sequences[:, prompt_len:]
         logprobs = sampler.finish(sequences, new_tokens.shape[1])
         completions = [self._completion(new_tokens[row], logprobs[row], params) for row in range(new_tokens.shape[0])]
-        return [completions[i * params.n : (i + 1) * params.n] for i in range(len(histories))]
+        lengths = [int(n) for n in batch["attention_mask"].sum(dim=1).tolist()]  # each prompt, padding excluded
+        return [[replace(c, prompt_tokens=lengths[i]) for c in completions[i * params.n : (i + 1) * params.n]]
+                for i in range(len(histories))]
 
     def _completion(self, tokens: torch.Tensor, logprobs: torch.Tensor, params: SamplingParams) -> Completion:
         ids = tokens.tolist()

@@ -285,8 +285,11 @@ class HttpPolicy(BasePolicy):
         parsed = [self._parse_choice(url, c) for c in choices]
         counts = _token_counts(parsed, usage.get("completion_tokens"))
         self._record_usage(usage)
+        prompt_tokens = usage.get("prompt_tokens")  # this request's prompt: the history's length in tokens
+        prompt_tokens = prompt_tokens if isinstance(prompt_tokens, int) and prompt_tokens >= 0 else None
         return [
-            Completion(text=text, finish_reason=reason, mean_logprob=_mean(logprobs), num_tokens=count)
+            Completion(text=text, finish_reason=reason, mean_logprob=_mean(logprobs), num_tokens=count,
+                       prompt_tokens=prompt_tokens)
             for (text, reason, logprobs), count in zip(parsed, counts)
         ]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -30,7 +30,7 @@ from jupiter.llm.base import BasePolicy
 from jupiter.llm.types import Completion, FinishReason, PolicySpecError, SamplingParams
 from jupiter.prompts import Message
 
-__all__ = ["ReplayRule", "ReplayPolicy", "load_replay"]
+__all__ = ["ReplayRule", "ReplayPolicy", "load_replay", "prompt_words"]
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,15 @@ class ReplayPolicy(BasePolicy):
                 picks = [(start + j) % len(rule.replies) for j in range(params.n)]
                 if self.cycle_across_calls:
                     self._positions[index] = start + params.n
-                outs.append([_completion(rule, k, params) for k in picks])
+                prompt = prompt_words(history)
+                outs.append([replace(_completion(rule, k, params), prompt_tokens=prompt) for k in picks])
+        self._usage.add(prompt_tokens=sum(c[0].prompt_tokens or 0 for c in outs), requests=1)
         return outs
+
+
+def prompt_words(history: Sequence[Message]) -> int:
+    """The replay policy's prompt length: whitespace-separated words of every message (its crude token)."""
+    return sum(len(m["content"].split()) for m in history)
 
 
 def _completion(rule: ReplayRule, k: int, params: SamplingParams) -> Completion:

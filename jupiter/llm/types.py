@@ -118,12 +118,15 @@ class Completion:
         mean_logprob: mean log-probability (natural log) per generated token, when logprobs were asked for
             and the backend gives them; else None. The search uses it as the PUCT prior.
         num_tokens: generated tokens (including the tokens of the stop string, as servers count them).
+        prompt_tokens: tokens of the prompt this completion continued, when the backend knows them; the same
+            number on every sibling of one history (count it once per history, not once per completion).
     """
 
     text: str
     finish_reason: str
     mean_logprob: float | None = None
     num_tokens: int = 0
+    prompt_tokens: int | None = None
 
     @property
     def truncated(self) -> bool:

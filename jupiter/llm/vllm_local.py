@@ -23,7 +23,7 @@ import logging
 import os
 import random
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -185,10 +185,11 @@ class VllmPolicy(BasePolicy):
         outs: list[list[Completion]] = [[] for _ in histories]
         prompt_tokens = cached = 0
         for owner, result in zip(owners, results):
-            prompt_tokens += len(result.prompt_token_ids or ())
+            length = len(result.prompt_token_ids or ())
+            prompt_tokens += length
             cached += int(getattr(result, "num_cached_tokens", None) or 0)
             for output in result.outputs:
-                outs[owner].append(_completion(output, params.logprobs))
+                outs[owner].append(replace(_completion(output, params.logprobs), prompt_tokens=length or None))
         self._usage.add(requests=len(prompts), prompt_tokens=prompt_tokens, cached_prompt_tokens=cached)
         return outs
 
