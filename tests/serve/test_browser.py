@@ -80,7 +80,7 @@ def test_submit_watch_the_tree_and_read_the_answer(server: ServerProcess, browse
     _fill(browser, "format", task["format"])
     _fill(browser, "label", task["label"])
     browser.find_element(By.ID, "files").send_keys(str((EXAMPLE_DATA / "test_ave.csv").resolve()))
-    browser.find_element(By.ID, "settings").click()  # open the settings and set one
+    browser.find_element(By.CSS_SELECTOR, "#settings summary").click()  # open the settings and set one
     _fill(browser, "s-seed", "0")
     browser.find_element(By.ID, "submit").click()
 
@@ -128,6 +128,7 @@ def test_model_and_user_text_is_shown_as_text_never_as_markup(server: ServerProc
     task["question"] = 'Mean fare? <img src=x onerror="window.__pwned=1"><b>bold</b>'
     _fill(browser, "task-json", json.dumps(task))
     browser.find_element(By.ID, "files").send_keys(str((EXAMPLE_DATA / "test_ave.csv").resolve()))
+    browser.find_element(By.CSS_SELECTOR, "#settings summary").click()
     _fill(browser, "s-iterations", "2")
     browser.find_element(By.ID, "submit").click()
     _wait(browser, lambda d: d.find_element(By.ID, "job-question").text == task["question"])

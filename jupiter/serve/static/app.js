@@ -7,7 +7,7 @@ const TOKEN_KEY = "jupiter.token";
 const FINISHED = new Set(["done", "failed", "cancelled"]);
 const MODEL_FAILURES = new Set(["unparsable", "no-code", "empty-code", "truncated-reply", "too-many-errors",
                                 "max-depth", "context-limit"]);
-const NS = "http://www.w3.org/2000/svg", DX = 34, DY = 70, R = 11, PAD = 30;
+const NS = "http://www.w3.org/2000/svg", DX = 44, DY = 64, R = 11, PAD = 30;
 
 const state = {
   token: sessionStorage.getItem(TOKEN_KEY) || "",
@@ -468,10 +468,24 @@ function draw() {
     title.textContent = tag + " " + (n.status || "") + " value " + n.value;
     c.appendChild(title);
     c.addEventListener("click", () => { state.selected = tag; showNode(n); queueDraw(); });
-    const label = el("text", {x: x, y: y + R + 10, "text-anchor": "middle"});
-    label.textContent = kind === "answer" ? String(n.answer || "").slice(0, 18) : String(tag).split(".").pop();
+    if (kind === "answer") {  // a leaf: its answer's value(s) below it, the full text in the detail panel
+      const label = el("text", {x: x, y: y + R + 11, "text-anchor": "middle", class: "answer"});
+      label.textContent = answerLabel(n.answer);
+    } else {  // the step's number beside it (lines leave from the top and the bottom)
+      const label = el("text", {x: x + R + 2, y: y + 3, "text-anchor": "start"});
+      label.textContent = String(tag).split(".").pop();
+    }
   }
   state.fresh.clear();
+}
+
+function answerLabel(answer) {
+  // "@mean_fare[34.65]" -> "34.65"; several answers -> the first value and "…"; long values cut
+  const text = String(answer || "");
+  const values = Array.from(text.matchAll(/@[^\[\]\s]+\[([^\]]*)\]/g), m => m[1]);
+  let label = values.length ? values[0] + (values.length > 1 ? " …" : "") : text;
+  if (label.length > 9) label = label.slice(0, 8) + "…";
+  return label;
 }
 
 function section(parent, label, value) {
