@@ -1,11 +1,31 @@
-"""Putting a runtime's resource limits on the current process.
+"""Resource limits of runtimes: rlimits put on the current process, and each sandbox's process budget.
 
 One place for both backends: the fork runtime (``_server.py``, which loads this file by path because it must not
-import the package) applies them at start, the kernel backend between fork and exec of each kernel. Standard
-library only.
+import the package) applies the rlimits at start, the kernel backend between fork and exec of each kernel.
+Standard library only.
+
+Process budget — why a cgroup: ``RLIMIT_NPROC`` counts every process of the runtime's *user*, and every
+sandbox on a host drops to the same uid (65534), so one busy sandbox (or a fork bomb in it) used up the budget
+of all the others ("runtime died during fork" in an unrelated search). Where the host lets us (root, a ``pids``
+controller in cgroup v2 or v1), each sandbox gets its own ``pids`` cgroup, ``jupiter-<host pid>-<n>`` under the
+host's current cgroup (or under ``$JUPITER_SANDBOX_CGROUP``), with ``pids.max = max_processes``; its zygote is
+moved in before it starts, so every runtime forked from it and everything a cell spawns is counted there and
+nowhere else. ``RLIMIT_NPROC`` is then left unset. Elsewhere the rlimit is the fallback. Groups are removed on
+close; groups left by a host that crashed are removed when the next sandbox starts.
 """
+import enum
+import errno
+import itertools
+import logging
+import os
+import re
 import resource
 import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("sandbox.limits")
 
 #: ``SandboxConfig.rlimits()`` names -> the ``setrlimit`` resources.
 RLIMITS = {
@@ -15,6 +35,11 @@ RLIMITS = {
     "cpu": resource.RLIMIT_CPU,
 }
 
+#: ``$JUPITER_SANDBOX_CGROUP``: a cgroup directory to create the sandboxes' groups under, or ``off``.
+CGROUP_ENV = "JUPITER_SANDBOX_CGROUP"
+_GROUP_NAME = re.compile(r"^jupiter-(\d+)-(\d+)$")
+_group_numbers = itertools.count(1)  # only makes names unique within this host process
+
 
 def apply_limits(rlimits):
     """Set each named limit (None: unlimited) and ignore SIGXFSZ, so that a too-large file is an OSError in the
@@ -23,3 +48,201 @@ def apply_limits(rlimits):
         if value is not None:
             resource.setrlimit(RLIMITS[name], (int(value), int(value)))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+class ProcessBudget(str, enum.Enum):
+    """Which process limit holds for a sandbox's runtimes (``Sandbox.stats().process_budget``).
+
+    CGROUP: ``pids.max`` of the sandbox's own cgroup (counts only this sandbox's processes).
+    RLIMIT: ``RLIMIT_NPROC`` (counts every process of the runtimes' uid, shared with other sandboxes).
+    NONE: no process limit (root without a uid drop and no usable cgroup, or ``max_processes=None``).
+    """
+
+    CGROUP = "cgroup"
+    RLIMIT = "rlimit"
+    NONE = "none"
+
+
+def _pid_alive(pid):
+    return os.path.exists(f"/proc/{pid}")
+
+
+def pids_cgroup_parent(mountinfo="/proc/self/mountinfo", cgroup_file="/proc/self/cgroup"):
+    """The directory of this process's cgroup in a hierarchy that has the ``pids`` controller, or None.
+
+    cgroup v2 (unified) is preferred when ``pids`` is available there; on hybrid hosts ``pids`` is often a v1
+    hierarchy of its own (``/sys/fs/cgroup/pids``), which works the same for our purpose.
+    """
+    try:
+        mounts = Path(mountinfo).read_text().splitlines()
+        groups = Path(cgroup_file).read_text().splitlines()
+    except OSError:
+        return None
+    v2_path = v1_path = None
+    for line in groups:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            v2_path = parts[2]
+        elif "pids" in parts[1].split(","):
+            v1_path = parts[2]
+    found = {}
+    for line in mounts:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        root, mountpoint, fstype, options = fields[3], fields[4], tail[0], tail[2].split(",")
+        if fstype == "cgroup2" and v2_path is not None:
+            found.setdefault("v2", _inside(mountpoint, root, v2_path))
+        elif fstype == "cgroup" and "pids" in options and v1_path is not None:
+            found.setdefault("v1", _inside(mountpoint, root, v1_path))
+    v2 = found.get("v2")
+    if v2 is not None:
+        try:
+            if "pids" in (v2 / "cgroup.controllers").read_text().split():
+                return v2
+        except OSError:
+            pass
+    return found.get("v1")
+
+
+def _inside(mountpoint, mount_root, path):
+    """Where cgroup ``path`` appears under a mount of the hierarchy's ``mount_root``."""
+    rel = os.path.relpath(path, mount_root) if path.startswith(mount_root) else path.lstrip("/")
+    return Path(mountpoint) / ("" if rel == "." else rel)
+
+
+@dataclass(frozen=True)
+class PidsCgroup:
+    """One sandbox's ``pids`` cgroup: a directory in the cgroup file system (created and removed by us)."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, parent, max_pids):
+        """Create ``jupiter-<our pid>-<n>`` under ``parent`` with ``pids.max = max_pids`` (after removing groups
+        of hosts that died). Raises OSError when the host does not let us (not root, read-only, no controller)."""
+        parent = Path(parent)
+        remove_stale_groups(parent)
+        if (parent / "cgroup.subtree_control").is_file():  # v2: the controller must be on for children
+            enabled = (parent / "cgroup.subtree_control").read_text().split()
+            if "pids" not in enabled:
+                (parent / "cgroup.subtree_control").write_text("+pids")
+        while True:
+            path = parent / f"jupiter-{os.getpid()}-{next(_group_numbers)}"
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:  # left by an earlier process with our pid (pid reuse): next number
+                continue
+        group = cls(path)
+        try:
+            if not (path / "pids.max").is_file():  # the kernel makes it in a pids cgroup; a plain folder has none
+                raise OSError(errno.ENOTSUP, f"{parent} is not a cgroup with the pids controller")
+            (path / "pids.max").write_text(str(int(max_pids)))
+        except OSError:
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+            raise
+        return group
+
+    @property
+    def procs_file(self):
+        return self.path / "cgroup.procs"
+
+    def join(self):
+        """Move the calling process into this group. Meant for a ``preexec_fn`` (between fork and exec):
+        everything the process starts afterwards is counted here. Swallows errors (checked by ``holds``)."""
+        try:
+            fd = os.open(self.procs_file, os.O_WRONLY)
+            try:
+                os.write(fd, str(os.getpid()).encode())
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+    def pids(self):
+        """Process ids in the group now (host pid namespace)."""
+        try:
+            return [int(p) for p in self.procs_file.read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def holds(self, pid):
+        return pid in self.pids()
+
+    def _read(self, name):
+        try:
+            value = (self.path / name).read_text().strip()
+        except OSError:
+            return None
+        return int(value) if value.isdigit() else None
+
+    def current(self):
+        """Processes (and threads) counted now, None if unreadable."""
+        return self._read("pids.current")
+
+    def peak(self):
+        """Most processes counted at once (``pids.peak``; None where the kernel has no such file)."""
+        return self._read("pids.peak")
+
+    def remove(self, timeout_s=5.0):
+        """Kill what is left in the group and remove it; True when it is gone. Idempotent."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for pid in self.pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                self.path.rmdir()
+                return True
+            except FileNotFoundError:
+                return True
+            except OSError as exc:
+                if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                    log.warning("cannot remove the sandbox cgroup %s: %s", self.path, exc)
+                    return False
+            time.sleep(0.01)  # killed processes leave the group once they are reaped
+
+
+def remove_stale_groups(parent):
+    """Remove ``jupiter-<pid>-<n>`` groups under ``parent`` whose host process is gone (it crashed before
+    closing its sandboxes); returns how many were removed. Groups of live hosts are left alone."""
+    removed = 0
+    try:
+        entries = list(Path(parent).iterdir())
+    except OSError:
+        return 0
+    for entry in entries:
+        match = _GROUP_NAME.match(entry.name)
+        if match is None or not entry.is_dir() or _pid_alive(int(match.group(1))):
+            continue
+        if PidsCgroup(entry).remove(timeout_s=1.0):
+            removed += 1
+            log.info("removed the stale sandbox cgroup %s", entry)
+    return removed
+
+
+def open_process_budget(max_processes, nproc_enforced):
+    """Decide a new sandbox's process budget: ``(ProcessBudget, PidsCgroup | None)``.
+
+    ``nproc_enforced``: whether RLIMIT_NPROC would hold for the runtimes (it does not for root).
+    """
+    if max_processes is None:
+        return ProcessBudget.NONE, None
+    choice = os.environ.get(CGROUP_ENV, "").strip()
+    if choice.lower() not in ("off", "0", "no", "false"):
+        parent = Path(choice) if choice else pids_cgroup_parent()
+        if parent is not None:
+            try:
+                return ProcessBudget.CGROUP, PidsCgroup.create(parent, max_processes)
+            except OSError as exc:
+                log.info("no pids cgroup under %s (%s): the process limit is RLIMIT_NPROC", parent, exc)
+    return (ProcessBudget.RLIMIT if nproc_enforced else ProcessBudget.NONE), None

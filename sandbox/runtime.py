@@ -21,6 +21,7 @@ from typing import Any
 from sandbox import protocol
 from sandbox.config import SandboxConfig
 from sandbox.isolation import IsolationPlan
+from sandbox.limits import PidsCgroup
 from sandbox.workspace import Layout
 
 __all__ = ["RawResult", "RuntimeDied", "RuntimeTimeout", "StartupError", "ForkRuntime", "Zygote", "uss_bytes",
@@ -250,12 +251,18 @@ class Zygote:
 
     It is started from a dedicated long-lived thread, because ``PR_SET_PDEATHSIG`` fires when the *thread*
     that started a process exits, and the sandbox may be created from a short-lived worker thread.
+
+    ``cgroup``: the sandbox's own pids cgroup; the zygote joins it between fork and exec (before it can start
+    anything), so every runtime and every process a cell spawns is counted there. ``rlimits``: what the
+    runtimes apply to themselves (default ``config.rlimits()``; without RLIMIT_NPROC when the cgroup holds).
     """
 
-    def __init__(self, config: SandboxConfig, layout: Layout, plan: IsolationPlan) -> None:
+    def __init__(self, config: SandboxConfig, layout: Layout, plan: IsolationPlan,
+                 cgroup: PidsCgroup | None = None, rlimits: dict[str, int | None] | None = None) -> None:
         self.config = config
         self.layout = layout
         self.plan = plan
+        self.cgroup = cgroup
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._started = threading.Event()
@@ -265,7 +272,7 @@ class Zygote:
         self.sock = host_end
         settings = {
             "fd": child_end.fileno(), "output_cap": config.max_output_chars, "fault_dir": plan.inside(layout.faults),
-            "home": plan.inside(layout.home), "rlimits": config.rlimits(), "uid": plan.uid,
+            "home": plan.inside(layout.home), "rlimits": config.rlimits() if rlimits is None else rlimits, "uid": plan.uid,
             "preload": list(config.preload_modules), "single_fork": plan.bwrap,
         }
         self._cmd = [*plan.prefix, config.python, str(_SERVER), json.dumps(settings)]
@@ -296,10 +303,14 @@ class Zygote:
         self.uid = hello.get("uid")
 
     def _own_process(self) -> None:
+        cgroup = self.cgroup
+
         def pdeathsig() -> None:
             import ctypes
 
             ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if cgroup is not None:
+                cgroup.join()
 
         try:
             self._proc = subprocess.Popen(self._cmd, pass_fds=(self._child_end.fileno(),),

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from sandbox.config import Backend, SandboxConfig
 from sandbox.execution import ExecError, ExecStatus, Execution
 from sandbox.isolation import IsolationPlan, bwrap_works, plan_isolation
+from sandbox.limits import PidsCgroup, ProcessBudget, open_process_budget
 from sandbox.runtime import RuntimeDied, RuntimeTimeout, StartupError, Zygote
 from sandbox.state import CellRecord, State, StateClosedError
 from sandbox.workspace import Layout
@@ -35,10 +36,13 @@ class SandboxClosedError(RuntimeError):
 class SandboxStats:
     """Counters of one Sandbox. ``replays`` counts rebuilds of a state by replaying recorded cells (after an
     eviction, a failure, an unsafe fork, or every branch on the KERNEL backend); ``fork_fallbacks`` the branches
-    that could not fork (extra live threads) and replayed instead."""
+    that could not fork (extra live threads) and replayed instead. ``process_budget`` says which process limit
+    holds (``sandbox.limits.ProcessBudget``: ``cgroup`` = this sandbox's own pids cgroup, ``rlimit`` =
+    RLIMIT_NPROC shared by every process of the runtimes' uid, ``none``)."""
 
     backend: str
     isolated: bool
+    process_budget: str
     forks: int
     replays: int
     replayed_cells: int
@@ -81,21 +85,41 @@ class Sandbox:
         self._closed = False
         self._zygote: Zygote | None = None
         self._kernels: Any = None
+        self._cgroup: PidsCgroup | None = None
+        self.process_budget = ProcessBudget.NONE
         drop_uid = (cfg.backend == Backend.FORK and os.geteuid() == 0 and cfg.run_as_uid is not None
                     and cfg.isolation.value != "none" and bwrap_works())
         self.layout = Layout(cfg.root_dir, shared_writable=drop_uid)
         try:
             if cfg.backend == Backend.FORK:
                 self.isolation: IsolationPlan = plan_isolation(cfg, self.layout.root, (self.layout.inputs,))
-                self._zygote = Zygote(cfg, self.layout, self.isolation)
+                self._start_zygote()
             else:
                 from sandbox.kernel import KernelFactory
 
                 self.isolation = IsolationPlan(bwrap=False, uid=None, prefix=())
                 self._kernels = KernelFactory(cfg, self.layout)
+                if cfg.max_processes is not None and self.isolation.nproc_enforced:
+                    self.process_budget = ProcessBudget.RLIMIT
         except BaseException:
+            if self._cgroup is not None:
+                self._cgroup.remove()
             self.layout.cleanup()
             raise
+
+    def _start_zygote(self) -> None:
+        """Start the zygote inside this sandbox's own pids cgroup where the host allows it (then without
+        RLIMIT_NPROC, which would count other sandboxes' processes too), else under the rlimit."""
+        cfg = self.config
+        self.process_budget, self._cgroup = open_process_budget(cfg.max_processes, self.isolation.nproc_enforced)
+        rlimits = cfg.rlimits()
+        if self._cgroup is not None:
+            rlimits["nproc"] = None
+        self._zygote = Zygote(cfg, self.layout, self.isolation, cgroup=self._cgroup, rlimits=rlimits)
+        if self._cgroup is not None and not self._cgroup.holds(self._zygote.pid):
+            log.warning("the sandbox runtime did not join its cgroup %s: no process limit holds",
+                        self._cgroup.path)
+            self.process_budget = ProcessBudget.NONE
 
     # ---- context manager ----------------------------------------------------------------------------------
     def __enter__(self) -> "Sandbox":
@@ -119,6 +143,7 @@ class Sandbox:
     def stats(self) -> SandboxStats:
         with self._lock:
             return SandboxStats(backend=self.config.backend.value, isolated=self.isolation.bwrap,
+                                process_budget=self.process_budget.value,
                                 live_states=len(self._live), states=len(self._states), **self._counts)
 
     def live_memory_bytes(self) -> int:
@@ -142,6 +167,8 @@ class Sandbox:
                 runtime.close()
         if self._zygote is not None:
             self._zygote.close()
+        if self._cgroup is not None:
+            self._cgroup.remove()
         self.layout.cleanup()
 
     # ---- internals used by State ----------------------------------------------------------------------------

@@ -3,6 +3,8 @@ untouched."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -96,12 +98,39 @@ def test_memory_hog_hits_the_address_space_limit():
         assert root.run("z").result == "1"
 
 
-def test_fork_bomb_is_contained():
+def test_fork_bomb_is_contained_while_another_sandbox_runs():
+    """The bomb's sandbox has its own process budget: a neighbour sandbox (same host, same runtime uid) holding
+    more live runtimes than that budget does not stop it from branching, and keeps branching and running cells
+    while the bomb fills the budget. (With one RLIMIT_NPROC for the uid, the bomb's sandbox could not even
+    branch: "runtime died during fork".)"""
     with Sandbox(SandboxConfig(max_processes=64, preload_modules=())) as box:
-        if not box.isolation.nproc_enforced:
-            pytest.skip("RLIMIT_NPROC is not enforced for root without bubblewrap: not safe to run")
-        root = box.open_root()
-        root.run("z = 1")
-        ex = root.branch().run("import os\nwhile True:\n    os.fork()", timeout=5)
-        assert ex.status in (ExecStatus.ERROR, ExecStatus.TIMEOUT)
-        assert root.run("z").result == "1"
+        budget = box.stats().process_budget
+        if budget == "none":
+            pytest.skip("no process limit holds here (root without bubblewrap and no pids cgroup)")
+        # A shared rlimit cannot hold beside a neighbour bigger than the budget: then only a small one.
+        size = 70 if budget == "cgroup" else 3
+        with Sandbox(SandboxConfig(preload_modules=(), max_live_states=size + 5)) as neighbour:
+            first = neighbour.open_root()
+            first.run("n = 0")
+            states = [first] + [first.branch() for _ in range(size - 1)]
+            assert neighbour.stats().live_states == size
+            root = box.open_root()
+            root.run("z = 1")
+            bomb = root.branch()
+            done: list = []
+            thread = threading.Thread(target=lambda: done.append(
+                bomb.run("import os\nwhile True:\n    os.fork()", timeout=5)))
+            thread.start()
+            if budget == "cgroup":  # wait until the bomb has filled its budget, then work next door
+                deadline = time.monotonic() + 5
+                while (box._cgroup.current() or 0) < 48 and time.monotonic() < deadline and thread.is_alive():
+                    time.sleep(0.05)
+            neighbour_results = [state.branch().run("n + 1") for state in states[:3]]
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+            assert done[0].status in (ExecStatus.ERROR, ExecStatus.TIMEOUT)
+            assert root.run("z").result == "1"
+            if budget == "cgroup":
+                assert [ex.result for ex in neighbour_results] == ["1", "1", "1"]
+                assert box._cgroup.peak() in (None, *range(48, 65))  # the bomb met its own limit
+            assert [state.run("n").result for state in states[:3]] == ["0", "0", "0"]
