@@ -1,0 +1,192 @@
+"""The job API against a real server (uvicorn subprocess, replay policy, real fork sandbox)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+
+import pytest
+import requests
+
+from serve_helpers import REPO, TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, write_replay
+
+
+@pytest.fixture(scope="module")
+def server(start_module_server):
+    return start_module_server("--llm", f"replay:{TITANIC_REPLAY}", "--max-files", "3", "--max-upload-mb", "0.2",
+                               name="api")
+
+
+def test_submit_streams_nodes_and_finishes_with_the_right_answer(server):
+    response = server.submit(settings={"iterations": 6})
+    assert response.status_code == 202, response.text
+    body = response.json()
+    assert body["status"] == "queued" and re.fullmatch(r"[0-9a-f]{32}", body["id"])
+    job_id = body["id"]
+    events = list(server.events(job_id))
+    kinds = [k for k, _ in events]
+    nodes = [d for k, d in events if k == "node"]
+    assert nodes[0]["tag"] == "0" and nodes[0]["parent"] is None
+    assert len({n["tag"] for n in nodes}) == len(nodes), "every node is sent once"
+    assert {"tag", "parent", "depth", "status", "terminal", "value", "visits", "answer", "thought", "code",
+            "observation"} <= set(nodes[1])
+    assert "iteration" in kinds and kinds[-1] == "done"
+    done = events[-1][1]
+    assert done == {"status": "done", "answer": "@mean_fare[34.65]", "error": None}
+    assert any("34.65" in (n["observation"] or "") for n in nodes), "a cell really ran on the uploaded file"
+
+    job = server.get(f"/v1/tasks/{job_id}").json()
+    assert job["status"] == "done" and job["task_id"] == "dabench-0-titanic-mean-fare"
+    assert job["question"].startswith("Calculate the mean fare")
+    assert job["result"]["answer"] == "@mean_fare[34.65]" and job["result"]["task_id"] == job["task_id"]
+    assert job["settings"] == {"iterations": 6}
+    assert job["progress"]["nodes"] == len(nodes) and job["progress"]["answers"] >= 1
+    assert job["created"] <= job["started"] <= job["finished"]
+
+    tree = server.get(f"/v1/tasks/{job_id}/tree.json")
+    assert tree.status_code == 200 and len(tree.json()) == len(nodes)
+    notebook = server.get(f"/v1/tasks/{job_id}/solution.ipynb")
+    assert notebook.status_code == 200 and notebook.json()["nbformat"] == 4
+    html = server.get(f"/v1/tasks/{job_id}/tree.html")
+    assert html.status_code == 200 and "<svg" in html.text
+
+    # a late client gets every node (root first) and then done
+    late = list(server.events(job_id))
+    assert [d["tag"] for k, d in late if k == "node"] == [n["tag"] for n in nodes]
+    assert late[-1] == ("done", done)
+
+    listed = server.get("/v1/tasks", params={"status": "done", "limit": 5}).json()["tasks"]
+    assert listed[0]["id"] == job_id and "result" not in listed[0]
+
+
+def test_health_docs_and_unknown_ids(server):
+    health = server.get("/healthz").json()
+    assert health["status"] == "ok" and health["policy"].startswith("replay:")
+    assert {"version", "queued", "running"} <= set(health)
+    assert server.get("/openapi.json").json()["paths"]["/v1/tasks"]["post"]
+    assert server.get("/").status_code == 200
+    for path in ("/v1/tasks/0123456789abcdef0123456789abcdef", "/v1/tasks/nope", "/v1/tasks/nope/events",
+                 "/v1/tasks/0123456789abcdef0123456789abcdef/tree.json"):
+        response = server.get(path)
+        assert response.status_code == 404 and "error" in response.json(), path
+
+
+@pytest.mark.parametrize("name", ["../evil.csv", "a/b.csv", "a\\b.csv", ".hidden", "x..csv", "nul\x00.csv"])
+def test_bad_file_names_are_refused(server, name):
+    response = server.submit(files=[(name, b"a\n1\n")])
+    assert response.status_code == 400, response.text
+    assert "file name" in response.json()["error"]
+
+
+def test_limits_give_clear_errors(server):
+    data = TITANIC_DATA.read_bytes()
+    cases = [
+        (server.submit(files=[(f"f{i}.csv", b"a\n") for i in range(4)]), 400, "too many files"),
+        (server.submit(files=[("big.csv", b"x" * 300_000), (TITANIC_DATA.name, data)]), 413, "too large"),
+        (server.submit(task="{not json"), 400, "not valid JSON"),
+        (server.submit(task={"id": "t", "files": []}), 400, "question"),
+        (server.submit(task={"id": "t", "question": "q?", "files": [], "label": "no brackets"}), 400, "label"),
+        (server.submit(settings={"iterations": 3, "bogus": 1, "nope": 2}), 400, "bogus, nope"),
+        (server.submit(settings={"iterations": "many"}), 400, "settings.iterations"),
+        (server.submit(settings={"mode": "dance"}), 400, "settings.mode"),
+        (server.submit(settings={"iterations": 0}), 400, "iterations"),
+        (server.submit(settings="[1, 2]"), 400, "JSON object"),
+        (server.submit(files=[]), 400, "not uploaded: test_ave.csv"),
+        (server.submit(files=[("other.csv", b"a\n")]), 400, "test_ave.csv"),
+        (server.submit(files=[(TITANIC_DATA.name, data), (TITANIC_DATA.name, data)]), 400, "duplicate"),
+    ]
+    for response, status, words in cases:
+        assert response.status_code == status, (words, response.status_code, response.text)
+        assert words in response.json()["error"], (words, response.json())
+    no_task = requests.post(server.url + "/v1/tasks", files=[("settings", (None, "{}"))], timeout=30)
+    assert no_task.status_code == 400 and "task" in no_task.json()["error"]
+
+
+def test_a_task_cannot_name_files_outside_its_job(server, tmp_path):
+    first = server.submit(settings={"iterations": 1}).json()["id"]
+    server.wait(first)
+    other = server.data_root / first / "files" / TITANIC_DATA.name
+    assert other.is_file()
+    for name in (str(other), f"../{first}/files/{TITANIC_DATA.name}", "/etc/passwd", "../task.json"):
+        task = dict(json.loads(TITANIC_TASK.read_text()), files=[name])
+        response = server.submit(task=task, files=[])
+        assert response.status_code == 400, (name, response.text)
+        assert "not uploaded" in response.json()["error"]
+    second = server.submit(settings={"iterations": 1}).json()["id"]
+    server.wait(second)
+    assert (server.data_root / first).is_dir() and (server.data_root / second).is_dir()
+    assert (server.data_root / first).stat().st_mode & 0o077 == 0, "job folders are private to the server"
+
+
+def test_metrics_text_parses(server):
+    text = server.get("/metrics").text
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            assert re.fullmatch(r"# (HELP|TYPE) jupiter_\w+ .+", line), line
+            continue
+        match = re.fullmatch(r'(jupiter_\w+(?:\{\w+="[^"]*"\})?) (\S+)', line)
+        assert match, line
+        samples[match.group(1)] = float(match.group(2))
+    for name in ("jupiter_queue_length", "jupiter_running_trees", "jupiter_nodes_per_second",
+                 "jupiter_tokens_per_second", "jupiter_prefix_cache_hit_rate", "jupiter_sandbox_states"):
+        assert name in samples, name
+    assert samples['jupiter_jobs_total{status="done"}'] >= 1
+    assert math.isnan(samples["jupiter_prefix_cache_hit_rate"]), "the replay policy reports no cache"
+    assert 'jupiter_failures_total{type="infrastructure"}' in samples
+    parser = pytest.importorskip("prometheus_client.parser")
+    families = {f.name for f in parser.text_string_to_metric_families(text)}
+    assert {"jupiter_queue_length", "jupiter_jobs_total", "jupiter_failures"} <= families
+
+
+def test_token_is_required_when_set(start_server):
+    token = "s3cret-token-for-tests"
+    server = start_server("--llm", f"replay:{TITANIC_REPLAY}", token=token, name="auth")
+    bare = {"Authorization": ""}
+    assert requests.get(server.url + "/v1/tasks", timeout=10).status_code == 401
+    assert requests.get(server.url + "/metrics", timeout=10).status_code == 401
+    assert requests.get(server.url + "/openapi.json", timeout=10).status_code == 401
+    wrong = requests.get(server.url + "/v1/tasks", headers={"Authorization": "Bearer nope"}, timeout=10)
+    assert wrong.status_code == 401 and "token" in wrong.json()["error"]
+    refused = server.submit(headers=bare, settings={"iterations": 2})
+    assert refused.status_code == 401
+    assert requests.get(server.url + "/healthz", timeout=10).status_code == 200
+    assert requests.get(server.url + "/", timeout=10).status_code == 200
+    accepted = server.submit(settings={"iterations": 2})
+    assert accepted.status_code == 202
+    job_id = accepted.json()["id"]
+    events = list(server.events(job_id, headers=bare, params={"token": token}))  # EventSource style
+    assert events[-1][0] == "done"
+    assert requests.get(server.url + f"/v1/tasks/{job_id}/events", timeout=10).status_code == 401
+
+
+def test_non_loopback_host_needs_a_token(tmp_path):
+    cmd = [sys.executable, "-m", "jupiter.cli", "serve", "--llm", f"replay:{TITANIC_REPLAY}", "--host", "0.0.0.0",
+           "--db", str(tmp_path / "db.sqlite")]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "token is required" in done.stderr
+    assert not (tmp_path / "db.sqlite").exists()
+
+
+def test_the_sandbox_sees_only_its_own_job(start_server, tmp_path):
+    from sandbox.isolation import bwrap_works
+
+    if not bwrap_works():
+        pytest.skip("bubblewrap does not work here: without it the sandbox has no filesystem isolation")
+    data_root = tmp_path / "jobs"
+    probe = (f"Thought: look around.\nAction:\n```python\nimport os\ntry:\n    print('SEEN', os.listdir({str(data_root)!r}))\n"
+             f"except OSError as e:\n    print('DENIED', type(e).__name__)\nprint('HERE', sorted(os.listdir('.')))\n```")
+    script = write_replay(tmp_path / "probe.json", [{"match": "Task:", "replies": [probe]}])
+    server = start_server("--llm", f"replay:{script}", data_root=data_root, name="probe")
+    first = server.submit(settings={"iterations": 1, "expansions": 1}).json()["id"]
+    server.wait(first)
+    second = server.submit(settings={"iterations": 1, "expansions": 1}).json()["id"]
+    server.wait(second)
+    nodes = [d for k, d in server.events(second) if k == "node"]
+    observation = nodes[1]["observation"]
+    assert "DENIED" in observation and "SEEN" not in observation, observation
+    assert "test_ave.csv" in observation  # its own file is there
