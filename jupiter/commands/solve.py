@@ -58,6 +58,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                              "replaces a task's own 'setup'")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/<task id>-<time>)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    remote = parser.add_argument_group("solving on a server (jupiter serve)")
+    remote.add_argument("--server", default=None, metavar="URL",
+                        help="submit to this jupiter serve server (http://HOST:PORT) and download its outputs "
+                             "into --out; the server's policy and value model are used")
+    remote.add_argument("--token", default=None, help="the server's access token (with --server)")
     batch = parser.add_argument_group("batch solving on Ray")
     batch.add_argument("--ray", action="store_true",
                        help="solve every task of TASK (a JSONL/JSON list) on Ray; writes OUT/trees/, "
@@ -197,6 +202,10 @@ def run_batch_on_ray(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "server", None):
+        from jupiter.commands.solve_remote import run_remote
+
+        return run_remote(args)
     if args.ray:
         return run_batch_on_ray(args)
     task = _with_setup(load_task_file(args.task, data_dir=args.data_dir), args.setup)
