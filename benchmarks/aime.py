@@ -57,8 +57,8 @@ def aime_vote(candidates: Sequence[CandidateRecord]) -> int | None:
     counts: dict[int, int] = {}
     for candidate in candidates:
         number = aime_integer(candidate.answer)
-        if number is not None:
-            counts[number] = counts.get(number, 0) + 1
+        if number is not None:  # a node kept for several identical replies counts each of them
+            counts[number] = counts.get(number, 0) + max(1, int(getattr(candidate, "multiplicity", 1) or 1))
     return max(counts, key=lambda k: counts[k]) if counts else None  # dicts keep insertion order: first wins ties
 
 
@@ -73,6 +73,6 @@ def summarize_aime(records: Sequence[TaskRecord], total: int | None = None) -> d
         "benchmark": "aime2025",
         "problems": n,
         "finished": len(records),
-        "metrics": {"or": or_right / n, "vote": vote_right / n, "value": value_right / n, "final": final_right / n},
+        "metrics": {"or": or_right / n, "vote": vote_right / n, "value": value_right / n if any(r.value_answer is not None for r in records) else None, "final": final_right / n},
         **cost_summary(records),
     }

@@ -33,17 +33,10 @@ class Curve:
 
 
 def vote_pick(candidates: Sequence[CandidateRecord]) -> CandidateRecord | None:
-    """Majority over voting keys; ties → higher mean value, then the group found first (as ``search.decide``)."""
-    groups: dict[str, list[tuple[int, CandidateRecord]]] = {}
-    for index, candidate in enumerate(candidates):
-        groups.setdefault(candidate.key, []).append((index, candidate))
-    if not groups:
-        return None
-    best = min(
-        groups.values(),
-        key=lambda members: (-len(members), -sum(c.value for _, c in members) / len(members), members[0][0]),
-    )
-    return best[0][1]
+    """The majority vote as the search decides it (``search.decide.tally``: duplicates count, spelling kept)."""
+    from search.decide import tally
+
+    return tally(candidates)[1]  # type: ignore[return-value]
 
 
 def value_pick(candidates: Sequence[CandidateRecord]) -> CandidateRecord | None:

@@ -113,7 +113,9 @@ def summarize_dabench(records: Sequence[TaskRecord], data: DabenchData) -> dict[
         "questions": len(data.labels),
         "finished": len(records),
         "metrics": score.to_dict(),
-        "abq_value_selected_strict": value_right / n,
+        # null, not 0, when no value model scored the run (its Q-values are then meaningless)
+        "abq_value_selected_strict": (value_right / n if any(r.value_answer is not None for r in records)
+                                      else None),
         "abq_vote_strict": vote_right / n,
         "abq_any_candidate_strict": or_right / n,
         "known_bad_labels": {k: v for k, v in KNOWN_BAD_LABELS.items() if any(str(l["id"]) == k for l in data.labels)},

@@ -35,6 +35,7 @@ class CandidateRecord:
     value: float
     iteration: int | None
     visits: int = 0
+    multiplicity: int = 1  # sampled replies this answer node stands for (its votes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +45,7 @@ class CandidateRecord:
             "value": self.value,
             "iteration": self.iteration,
             "visits": self.visits,
+            "multiplicity": self.multiplicity,
         }
 
     @classmethod
@@ -55,6 +57,7 @@ class CandidateRecord:
             value=float(d.get("value") or 0.0),
             iteration=None if d.get("iteration") is None else int(d["iteration"]),
             visits=int(d.get("visits") or 0),
+            multiplicity=max(1, int(d.get("multiplicity") or 1)),
         )
 
 
@@ -176,6 +179,7 @@ def record_from_result(result: Any, benchmark: str, extra: Mapping[str, Any] | N
                 value=float(c.value),
                 iteration=iterations.get(c.tag),
                 visits=int(getattr(c, "visits", 0) or 0),
+                multiplicity=max(1, int(getattr(c, "multiplicity", 1) or 1)),
             )
         )
     task = getattr(tree, "task", None)

@@ -9,13 +9,14 @@ official DABench scorer compares strings case-sensitively, so the grouping key m
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, Sequence
 
 from jupiter.answers import canonical_answer
 
 from search.config import Decision, Mode, SearchConfig
 from search.tree import Node
 
-__all__ = ["Candidate", "VoteEntry", "Verdict", "decide", "Choice", "choose"]
+__all__ = ["Candidate", "VoteEntry", "Verdict", "decide", "tally", "Choice", "choose"]
 
 
 @dataclass(frozen=True)
@@ -56,32 +57,53 @@ def _candidate(node: Node) -> Candidate:
                      max(1, int(node.multiplicity)))
 
 
-def decide(answer_nodes: list[Node]) -> Verdict:
-    """Vote and value decisions over ``answer_nodes`` (given in creation order)."""
-    candidates = [_candidate(n) for n in answer_nodes]
-    groups: dict[str, list[tuple[int, Candidate]]] = {}
+class Votable(Protocol):
+    """What a vote needs of a candidate (``Candidate`` here, ``benchmarks.records.CandidateRecord`` there)."""
+
+    tag: str
+    answer: str
+    key: str
+    value: float
+    multiplicity: int
+
+
+def tally(candidates: Sequence[Votable]) -> tuple[tuple[VoteEntry, ...], Votable | None]:
+    """The vote over ``candidates`` (in creation order): the table, best first, and the winning candidate.
+
+    Each candidate counts ``multiplicity`` votes; ties go to the higher mean value, then the group found
+    first; the group is reported in its most frequent raw spelling and won by its earliest candidate with that
+    spelling. The one voting rule: the search's decision and the benchmarks' curves both call it.
+    """
+    groups: dict[str, list[tuple[int, Votable]]] = {}
     for index, candidate in enumerate(candidates):
         groups.setdefault(candidate.key, []).append((index, candidate))
     entries = []
     for key, members in groups.items():
         first_index, first = members[0]
-        votes = sum(c.multiplicity for _, c in members)
-        mean = sum(c.value * c.multiplicity for _, c in members) / votes
+        votes = sum(max(1, int(c.multiplicity)) for _, c in members)
+        mean = sum(c.value * max(1, int(c.multiplicity)) for _, c in members) / votes
         spellings: dict[str, int] = {}
         for _, c in members:  # insertion order = creation order, so max() keeps the earliest among equals
-            spellings[c.answer] = spellings.get(c.answer, 0) + c.multiplicity
+            spellings[c.answer] = spellings.get(c.answer, 0) + max(1, int(c.multiplicity))
         spelling = max(spellings, key=lambda text: spellings[text])
         entries.append((-votes, -mean, first_index, VoteEntry(key, spelling, votes, mean, first.tag)))
     entries.sort(key=lambda e: e[:3])
     table = tuple(e[3] for e in entries)
-    vote = None
+    winner = None
     if table:
-        vote = next(c for c in candidates if c.key == table[0].key and c.answer == table[0].answer)
+        winner = next(c for c in candidates if c.key == table[0].key and c.answer == table[0].answer)
+    return table, winner
+
+
+def decide(answer_nodes: list[Node]) -> Verdict:
+    """Vote and value decisions over ``answer_nodes`` (given in creation order)."""
+    candidates = [_candidate(n) for n in answer_nodes]
+    table, vote = tally(candidates)
     by_value = None
     for candidate in candidates:  # strict > keeps the earliest among equals
         if by_value is None or candidate.value > by_value.value:
             by_value = candidate
-    return Verdict(tuple(candidates), table, vote, by_value)
+    return Verdict(tuple(candidates), table, vote, by_value)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
