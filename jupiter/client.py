@@ -263,8 +263,10 @@ class Client:
                                  headers={"Accept": "text/event-stream"})
         with response:
             try:
-                lines = response.iter_lines(decode_unicode=True)
-                yield from parse_sse(line if isinstance(line, str) else line.decode("utf-8") for line in lines)
+                # chunk_size None: each chunk as the server flushes it (a fixed size would hold small live events
+                # back until that many bytes arrived); lines are split on bytes, then decoded whole
+                lines = response.iter_lines(chunk_size=None)
+                yield from parse_sse(line.decode("utf-8", errors="replace") for line in lines)
             except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
                 raise ServerUnreachable(f"the event stream of job {job_id} broke off ({exc})") from None
 
