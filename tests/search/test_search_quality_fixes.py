@@ -173,3 +173,15 @@ def test_backup_rules_on_one_expansion(rule, root_visits):
     config = SearchConfig(iterations=1, expansions=2, backup_rule=rule)
     tree = run_search(TASK, policy, FakeSandbox(), config).tree
     assert len(tree.nodes) == 3 and tree.root.visit_count == root_visits
+
+
+def test_benchmark_curves_and_aime_vote_count_folded_duplicates():
+    from benchmarks.aime import aime_vote
+    from benchmarks.curves import vote_pick
+    from benchmarks.records import CandidateRecord
+
+    records = [CandidateRecord("0.1", "@answer[7]", "7", 0.0, 1),
+               CandidateRecord("0.2", "@answer[9]", "9", 0.0, 1, multiplicity=3),
+               CandidateRecord("0.3", "@answer[7]", "7", 0.0, 2)]
+    assert vote_pick(records).answer == "@answer[9]" and aime_vote(records) == 9
+    assert CandidateRecord.from_dict(records[1].to_dict()).multiplicity == 3
