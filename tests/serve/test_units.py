@@ -1,0 +1,187 @@
+"""The server's parts on their own: store, submission checks, events hub, metrics text, and the scheduler
+driving real sandboxes with a recording replay policy (trees of different jobs share a model call)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from jupiter.serve.config import ServeConfig, ServeConfigError, is_loopback
+from jupiter.serve.events import Event, EventHub, EventType
+from jupiter.serve.jobs import (SubmissionError, as_job_task, check_file_name, job_paths, load_job_task,
+                                parse_settings, search_config)
+from jupiter.serve.metrics import MetricsSnapshot, RateMeter, render_metrics
+from jupiter.serve.store import JobStatus, JobStore
+
+from serve_helpers import SIMPLE_TASK, sleepy_replay
+
+
+def test_store_round_trip_requeue_and_gc(tmp_path):
+    store = JobStore(tmp_path / "db.sqlite")
+    assert store.path.exists()
+    a = store.insert("a" * 32, "t1", "q1", {"iterations": 3})
+    store.insert("b" * 32, "t2", "q2", {})
+    assert a.status is JobStatus.QUEUED and a.progress["nodes"] == 0
+    assert store.mark_running(a.id) and not store.mark_running(a.id)
+    store.update_progress(a.id, {"iterations": 1, "nodes": 3, "tokens": 9, "answers": 0}, {"nodes": [{"tag": "0"}]})
+    assert store.get(a.id, with_tree=True).tree == {"nodes": [{"tag": "0"}]}
+    assert store.requeue_running() == [a.id]
+    again = store.get(a.id, with_tree=True)
+    assert again.status is JobStatus.QUEUED and again.tree is None and again.attempts == 1
+    assert store.cancel_queued("b" * 32) and not store.cancel_queued("b" * 32)
+    store.mark_running(a.id)
+    store.finish(a.id, JobStatus.DONE, {"answer": "@x[1]"}, None, None)
+    with pytest.raises(ValueError):
+        store.finish(a.id, JobStatus.RUNNING, None, None, None)
+    counts = store.counts()
+    assert counts[JobStatus.DONE] == 1 and counts[JobStatus.CANCELLED] == 1 and counts[JobStatus.QUEUED] == 0
+    assert [r.id for r in store.list()] == ["b" * 32, a.id], "newest first"
+    assert sorted(store.finished_before(time.time() + 1)) == sorted([a.id, "b" * 32])
+    assert store.finished_before(time.time() - 60) == []
+    store.close()
+    reopened = JobStore(tmp_path / "db.sqlite")  # durable across processes
+    assert reopened.get(a.id).result == {"answer": "@x[1]"}
+    assert reopened.get(a.id).to_json()["status"] == "done"
+
+
+def test_file_names_and_settings():
+    assert check_file_name("data.csv") == "data.csv"
+    for bad in ("", "../x", "a/b", "a\\b", ".env", "a..b", "x\x00y", "x\ny", "y" * 300):
+        with pytest.raises(SubmissionError):
+            check_file_name(bad)
+    assert parse_settings(None) == {} and parse_settings("") == {}
+    assert parse_settings('{"iterations": 3, "c_puct": 1, "seed": null}') == {"iterations": 3, "c_puct": 1}
+    for text, words in (('{"x": 1}', "unknown setting"), ('{"iterations": true}', "settings.iterations"),
+                        ("[]", "JSON object"), ("{", "not valid JSON")):
+        with pytest.raises(SubmissionError, match=words):
+            parse_settings(text)
+    config = search_config({"iterations": 7, "decision": "value"}, "paper", 4, 30.0)
+    assert config.iterations == 7 and config.max_trees_in_flight == 4 and config.cell_timeout == 30.0
+    assert config.decision.value == "value"
+    with pytest.raises(SubmissionError, match="settings.decision"):
+        search_config({"decision": "coin"}, "paper", 4, None)
+    with pytest.raises(SubmissionError, match="temperature"):
+        search_config({"temperature": -1}, "paper", 4, None)
+    with pytest.raises(SubmissionError) as caught:
+        job_paths(Path("/tmp"), "../../etc")
+    assert caught.value.status == 404
+
+
+def test_job_task_files_must_be_uploaded(tmp_path):
+    paths = job_paths(tmp_path, "c" * 32)
+    paths.files.mkdir(parents=True)
+    (paths.files / "data.csv").write_text("a\n1\n")
+    paths.task.write_text(json.dumps(dict(SIMPLE_TASK, files=["sub/data.csv"])))
+    task = load_job_task(paths)
+    assert task.files == ((paths.files / "data.csv").resolve(),)
+    renamed = as_job_task(task, "c" * 32)
+    assert renamed.id == "c" * 32 and renamed.metadata["task_id"] == "tick-task"
+    paths.task.write_text(json.dumps(dict(SIMPLE_TASK, files=["data.csv", "missing.csv", "/etc/hostname"])))
+    with pytest.raises(SubmissionError, match="missing.csv, hostname"):
+        load_job_task(paths)
+    paths.task.write_text(json.dumps({"id": "x"}))
+    with pytest.raises(SubmissionError, match="question"):
+        load_job_task(paths)
+
+
+def test_config_needs_a_token_off_loopback(tmp_path):
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
+    with pytest.raises(ServeConfigError, match="token is required"):
+        ServeConfig(host="0.0.0.0", db=tmp_path / "db")
+    with pytest.raises(ServeConfigError, match="token"):
+        ServeConfig(token="short", db=tmp_path / "db")
+    config = ServeConfig(host="0.0.0.0", token="long-enough-token", db=tmp_path / "db")
+    assert config.data_root == tmp_path / "jobs"
+
+
+def test_hub_gives_late_subscribers_every_node_once():
+    async def scenario() -> list[Event]:
+        hub = EventHub()
+        loop = asyncio.get_running_loop()
+        hub.open("j")
+        hub.publish("j", EventType.NODE, {"tag": "0"})
+        hub.publish("j", EventType.NODE, {"tag": "0.1"})
+        sub = hub.subscribe("j", loop)
+        assert [n["tag"] for n in sub.nodes] == ["0", "0.1"] and sub.done is None
+
+        def later() -> None:  # the driver thread
+            hub.publish_many("j", [Event(EventType.NODE, {"tag": "0.2"}),
+                                   Event(EventType.ITERATION, {"iterations": 1}),
+                                   Event(EventType.DONE, {"status": "done"})])
+
+        threading.Thread(target=later).start()
+        got = [await asyncio.wait_for(sub.queue.get(), 5) for _ in range(3)]
+        finished = hub.subscribe("j", loop)
+        assert finished.queue is None and finished.done.data == {"status": "done"}
+        assert [n["tag"] for n in finished.nodes] == ["0", "0.1", "0.2"]
+        return got
+
+    got = asyncio.run(scenario())
+    assert [e.type for e in got] == [EventType.NODE, EventType.ITERATION, EventType.DONE]
+
+
+def test_metrics_render_and_rates():
+    meter = RateMeter(window_s=60)
+    meter.add(nodes=6, tokens=100)
+    nodes, tokens = meter.rates()
+    assert nodes > 0 and tokens > nodes
+    text = render_metrics(MetricsSnapshot(2, 1, {"done": 3, "queued": 2}, 1.5, 20.0, None, 4, {"job": 1}))
+    assert "jupiter_queue_length 2\n" in text and 'jupiter_jobs_total{status="done"} 3' in text
+    assert "jupiter_prefix_cache_hit_rate NaN" in text and 'jupiter_failures_total{type="job"} 1' in text
+    assert text.endswith("\n")
+    line = next(l for l in text.splitlines() if l.startswith("jupiter_prefix_cache_hit_rate "))
+    assert math.isnan(float(line.split()[1]))
+
+
+class _Recording:
+    """A replay policy that records how many histories (and of which tasks) each call carried."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def generate(self, histories, params):
+        self.calls.append(len(histories))
+        return self.inner.generate(histories, params)
+
+
+def test_trees_of_different_jobs_share_a_model_call(tmp_path):
+    from jupiter.llm import load_replay
+    from sandbox import Sandbox, SandboxConfig
+
+    from jupiter.serve.jobs import JobSpec
+    from jupiter.serve.scheduler import Scheduler
+
+    policy = _Recording(load_replay(sleepy_replay(tmp_path / "s.json", seconds=0.2)))
+    store, hub = JobStore(tmp_path / "db.sqlite"), EventHub()
+    scheduler = Scheduler(store, hub, policy, lambda: Sandbox(SandboxConfig()), max_trees=4)
+    settings = {"iterations": 4, "expansions": 2}
+    config = search_config(settings, "paper", 4, None)
+    ids = []
+    for n in range(3):
+        job_id = f"{n:032x}"
+        paths = job_paths(tmp_path / "jobs", job_id)
+        paths.files.mkdir(parents=True)
+        paths.task.write_text(json.dumps(SIMPLE_TASK))
+        task = load_job_task(paths)
+        store.insert(job_id, task.id, task.question, settings)
+        seed = 0 if n < 2 else 5  # the third job has other settings: a lane of its own
+        scheduler.submit(JobSpec(job_id, as_job_task(task, job_id), task.id, config, seed, paths))
+        ids.append(job_id)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not all(store.get(i).status.is_final for i in ids):
+        time.sleep(0.2)
+    scheduler.shutdown()
+    records = [store.get(i) for i in ids]
+    assert [r.status for r in records] == [JobStatus.DONE] * 3, [r.error for r in records]
+    assert all(r.result["answer"] == "@x[1]" and r.result["task_id"] == "tick-task" for r in records)
+    assert max(policy.calls) >= 2, f"no call carried two jobs' trees: {policy.calls}"
+    assert sum(policy.calls) == sum(r.progress["iterations"] for r in records)
+    tree = json.loads((job_paths(tmp_path / "jobs", ids[0]).output / "tree.json").read_text())
+    assert tree[0]["task"]["id"] == "tick-task", "files show the user's task id"
