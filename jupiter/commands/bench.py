@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jupiter.commands.helpformat import HelpFormatter
+from jupiter.commands.outputs import check_output_file, check_output_folder
 from jupiter.task import TaskError
 
 __all__ = ["add_parser"]
@@ -57,21 +59,30 @@ def _common(parser: argparse.ArgumentParser, benchmark: str) -> None:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("bench", help="run a benchmark (DABench, AIME 2025, DSBench) or compare runs")
+    parser = subparsers.add_parser("bench", help="run a benchmark (DABench, AIME 2025, DSBench) or compare runs",
+                                   description=__doc__, formatter_class=HelpFormatter)
     inner = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
-    dab = inner.add_parser("dabench", help="InfiAgent-DABench closed-form questions: ABQ / PASQ / UASQ")
+    resumable = "finished tasks are saved in the run folder's results.jsonl; rerun the same command to resume"
+    dab = inner.add_parser("dabench", help="InfiAgent-DABench closed-form questions: ABQ / PASQ / UASQ",
+                           formatter_class=HelpFormatter)
+    dab.set_defaults(interrupted_note=resumable)
     _common(dab, "dabench")
     dab.set_defaults(handler=run_dabench_command)
-    aime = inner.add_parser("aime", help="AIME 2025 with the tool-use prompt: OR and Vote accuracy")
+    aime = inner.add_parser("aime", help="AIME 2025 with the tool-use prompt: OR and Vote accuracy",
+                            formatter_class=HelpFormatter)
+    aime.set_defaults(interrupted_note=resumable)
     _common(aime, "aime")
     aime.set_defaults(handler=run_aime_command)
-    ds = inner.add_parser("dsbench", help="DSBench data modeling: task success and RPG")
+    ds = inner.add_parser("dsbench", help="DSBench data modeling: task success and RPG",
+                          formatter_class=HelpFormatter)
+    ds.set_defaults(interrupted_note=resumable)
     _common(ds, "dsbench")
     ds.add_argument("--tasks", nargs="+", help="task names (default: every task of tasks.json present under --data)")
     ds.add_argument("--tasks-json", type=Path, help="scoring metadata (default: the shared dsbench/tasks.json)")
     ds.add_argument("--no-simplify", action="store_true", help="search on the full competition text")
     ds.set_defaults(handler=run_dsbench_command)
-    report = inner.add_parser("report", help="rebuild a run's summary and plots from its results.jsonl")
+    report = inner.add_parser("report", help="rebuild a run's summary and plots from its results.jsonl",
+                              formatter_class=HelpFormatter)
     report.add_argument("run", type=Path)
     report.set_defaults(handler=report_command)
     compare = inner.add_parser("compare", help="print a table of several runs' headline figures")
@@ -166,7 +177,7 @@ def _run(args: argparse.Namespace, benchmark: str, go: Any) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"jupiter bench: error: {exc}", file=sys.stderr)
         return 2
-    out_dir = _out_dir(args, benchmark)
+    out_dir = check_output_folder(_out_dir(args, benchmark))  # resumable, but it must be a writable folder
     # DSBench scores each answer node's submission file: on Ray the workers read it from their sandboxes.
     ray_options = {"capture_file": "submission.csv"} if args.ray and benchmark == "dsbench" else {}
     try:
@@ -304,6 +315,8 @@ def report_command(args: argparse.Namespace) -> int:
 def compare_command(args: argparse.Namespace) -> int:
     from benchmarks.report import compare_runs, format_table
 
+    if args.plot is not None:
+        check_output_file(args.plot, "--plot")
     try:
         header, rows = compare_runs(args.runs, plot=args.plot)
     except (FileNotFoundError, ValueError) as exc:

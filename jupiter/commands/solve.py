@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jupiter.commands.helpformat import HelpFormatter
+from jupiter.commands.interrupts import EXIT_INTERRUPTED, StopSignals
+from jupiter.commands.outputs import RunFolderState, check_output_folder, check_run_folder, move_previous_run
 from jupiter.task import TaskError, load_task_file
 
 __all__ = ["add_parser", "run"]
@@ -31,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "solve",
         help="solve one task by tree search and write the tree, a notebook and a result",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("task", type=Path,
                         help="task JSON (our layout, NbQA, DABench or AIME); with --ray, a file of many tasks "
@@ -57,6 +60,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="a setup cell (imports, data loading) run once in the root state of every task; "
                              "replaces a task's own 'setup'")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/<task id>-<time>)")
+    parser.add_argument("--force", action="store_true",
+                        help="write into an --out that already holds a finished run (its files are replaced)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     remote = parser.add_argument_group("solving on a server (jupiter serve)")
     remote.add_argument("--server", default=None, metavar="URL",
@@ -125,7 +130,12 @@ def _out_dir(args: argparse.Namespace, task_id: str) -> Path:
 
 
 def write_outputs(result: Any, out: Path, extra: dict[str, Any] | None = None) -> dict[str, Path]:
-    """Write result.json (plus ``extra`` keys), tree.json, solution.ipynb and tree.html into ``out``."""
+    """Write result.json (plus ``extra`` keys), tree.json, solution.ipynb and tree.html into ``out``.
+
+    Without an answer the notebook is still written — the best-valued deepest path, so the work done can be
+    read and continued — and its first cell says "no answer"; result.json has ``no_answer`` and
+    ``solution_notebook`` (the notebook's file name) for programs that read it.
+    """
     import nbformat
 
     from search.export import path_notebook
@@ -134,18 +144,45 @@ def write_outputs(result: Any, out: Path, extra: dict[str, Any] | None = None) -
 
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / name for name in ("result.json", "tree.json", "solution.ipynb", "tree.html")}
-    record = dict(result.to_dict(), **(extra or {}))
+    no_answer = result.answer is None
+    record = dict(result.to_dict(), no_answer=no_answer, solution_notebook=paths["solution.ipynb"].name,
+                  **(extra or {}))
     paths["result.json"].write_text(json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n",
                                     encoding="utf-8")
     save_tree(result.tree, paths["tree.json"])
     notebook = path_notebook(result.tree, result.chosen_tag)
+    if no_answer:
+        stopped = " (the search was stopped early)" if getattr(result, "interrupted", False) else ""
+        notebook.cells.insert(0, nbformat.v4.new_markdown_cell(
+            f"**No answer found.** The search ended without a formatted answer{stopped}. This notebook shows "
+            "the best-valued deepest path it explored, so the work can be read and continued."))
     nbformat.write(notebook, str(paths["solution.ipynb"]))
-    summary = (f"answer {result.answer} ({result.decided_by}); {result.stats.nodes} nodes, "
+    outcome = f"answer {result.answer} ({result.decided_by})" if not no_answer else "no answer found"
+    if getattr(result, "interrupted", False):
+        outcome += "; interrupted"
+    summary = (f"{outcome}; {result.stats.nodes} nodes, "
                f"{result.stats.iterations} iterations, {result.stats.model_calls} model calls, "
                f"{result.stats.wall_seconds:.1f} s")
+    if result.error:
+        summary += f"; error: {result.error}"
     paths["tree.html"].write_text(render_tree_html(result.tree, result.task_id, result.chosen_tag, summary),
                                   encoding="utf-8")
     return paths
+
+
+def _partial_result(latest: list[Any], config: Any, has_value: bool, error: str | None, started: float) -> Any:
+    """A result over the tree as it stood after its last finished step, for when the driver raised instead
+    of returning one (a policy failure, an interrupt outside a step). Marked ``interrupted``."""
+    from search.result import result_from_tree
+
+    update, size = latest
+    tree = update.tree
+    tree.drop_since(size)  # nodes of the step that failed: not run, not backed up
+    stats = update.stats
+    stats.nodes = len(tree.nodes)
+    stats.wall_seconds = time.perf_counter() - started
+    return result_from_tree(update.task_id, tree, config, stats, value_given=has_value, error=error,
+                            interrupted=True)
 
 
 def _policy_stats(policy: Any) -> dict[str, Any] | None:
@@ -207,8 +244,12 @@ def run(args: argparse.Namespace) -> int:
 
         return run_remote(args)
     if args.ray:
+        if args.out is not None:
+            check_output_folder(args.out)  # resumable: earlier trees stay, but it must be a writable folder
         return run_batch_on_ray(args)
     task = _with_setup(load_task_file(args.task, data_dir=args.data_dir), args.setup)
+    out = _out_dir(args, task.id)
+    folder = check_run_folder(out, force=args.force)  # before any model loads: a bad --out fails at once
     from jupiter.llm import PolicyError, load_policy
     from sandbox import Sandbox, SandboxConfig
     from search import Mode, run_search
@@ -217,11 +258,14 @@ def run(args: argparse.Namespace) -> int:
     config, notes = _config(args, value is not None)
     if config.mode is Mode.COLLECT and task.label is None:
         raise TaskError(f"{args.task}: --mode collect needs a task with a label")
-    out = _out_dir(args, task.id)
     try:
         policy = load_policy(args.llm)
     except PolicyError as exc:
         return _fail(f"--llm: {exc}")
+    if folder.state is RunFolderState.INTERRUPTED:
+        previous = move_previous_run(out)
+        print(f"jupiter: {out} holds an interrupted run; starting over (a half-searched tree cannot be resumed), "
+              f"its files are kept in {previous}", file=sys.stderr)
     from tqdm import tqdm
 
     bar = tqdm(total=config.iterations, desc=f"solve {task.id}", unit="it", file=sys.stderr,
@@ -231,18 +275,44 @@ def run(args: argparse.Namespace) -> int:
         bar.n = step.iterations
         bar.refresh()
 
-    try:
-        with Sandbox(SandboxConfig(timeout_s=config.cell_timeout)) as sandbox:
-            result = run_search(task, policy, sandbox, config, value=value, seed=args.seed, on_step=progress)
-            result.notes.extend(notes)
-            paths = write_outputs(result, out, {"llm": args.llm, "policy_stats": _policy_stats(policy)})
-    except PolicyError as exc:
-        return _fail(f"the policy failed: {exc}")
-    finally:
-        bar.close()
-        close = getattr(policy, "close", None)
-        if callable(close):
-            close()
+    latest: list[Any] = []  # [last TreeUpdate, tree size then]: what exists if the search dies mid-step
+    started = time.perf_counter()
+
+    def keep(update: Any) -> None:
+        latest[:] = [update, len(update.tree.nodes)]
+
+    failure: str | None = None
+    with StopSignals("the search") as signals:
+        try:
+            with Sandbox(SandboxConfig(timeout_s=config.cell_timeout)) as sandbox:
+                try:
+                    result = run_search(task, policy, sandbox, config, value=value, seed=args.seed,
+                                        on_step=progress, on_update=keep, stop=signals.stop)
+                except PolicyError as exc:  # the tree so far is still worth writing
+                    failure = f"the policy failed: {exc}"
+                    if not latest:
+                        return _fail(failure)
+                    result = _partial_result(latest, config, value is not None, failure, started)
+                except KeyboardInterrupt:  # raised outside a step (the driver handles the ones inside)
+                    if not latest:
+                        raise
+                    result = _partial_result(latest, config, value is not None, None, started)
+                signals.writing = True
+                result.notes.extend(notes)
+                paths = write_outputs(result, out, {"llm": args.llm, "policy_stats": _policy_stats(policy)})
+        finally:
+            bar.close()
+            close = getattr(policy, "close", None)
+            if callable(close):
+                close()
+    if failure is not None:
+        return _fail(f"{failure}; the tree so far is in {out}")
+    if result.interrupted or signals.requested:
+        print(result.answer if result.answer is not None else "no answer found")
+        print(f"jupiter: interrupted; wrote the tree so far and the best answer so far to {out} (result.json has "
+              "\"interrupted\": true). A rerun with the same --out starts over and keeps these files in "
+              "previous-<time>/", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if result.error:
         return _fail(f"{task.id}: {result.error}")
     print(result.answer if result.answer is not None else "no answer found")

@@ -205,8 +205,6 @@ def test_out_problems_fail_at_once_with_one_line(tmp_path, task):
     cases = [
         (["solve", str(task), "--llm", f"replay:{script}", "--out", str(a_file)], "is an existing file"),
         (["solve", str(task), "--llm", f"replay:{script}", "--out", "/proc/jupiter-newcomer"], "cannot create files"),
-        (["bench", "dabench", "--llm", f"replay:{script}", "--out", str(a_file), "--limit", "1"],
-         "is an existing file"),
         (["value", "extract", str(task), "-o", str(tmp_path)], "is a folder"),
         (["value", "train", str(task), "--out", str(a_file)], "is an existing file"),
         (["nbqa", "filter", str(task), "--out", str(a_file)], "is an existing file"),
@@ -218,6 +216,17 @@ def test_out_problems_fail_at_once_with_one_line(tmp_path, task):
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], (args, done.stderr)
         assert a_file.read_text() == "x"
+
+
+def test_bench_out_is_checked_before_the_run(tmp_path, dabench_dir):
+    if not (dabench_dir / "da-dev-questions.jsonl").is_file():
+        pytest.skip(f"DABench data not found under {dabench_dir}")
+    a_file = tmp_path / "a-file.txt"
+    a_file.write_text("x")
+    done = jupiter("bench", "dabench", "--data", str(dabench_dir), "--llm", "replay:none.json", "--limit", "1",
+                   "--out", str(a_file))
+    assert done.returncode == 2 and "is an existing file" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and a_file.read_text() == "x"
 
 
 def test_a_finished_run_is_not_overwritten_without_force(tmp_path, task):
@@ -321,7 +330,7 @@ def test_a_missing_data_file_names_data_dir_and_where_it_looked(tmp_path):
 @pytest.mark.parametrize("command, shown", [
     (["solve"], "(default: 0)"),  # --seed
     (["bench", "dabench"], "(default: infer)"),  # --mode
-    (["bench", "dsbench"], "(default: paper)"),  # --profile
+    (["bench", "dsbench"], "(default: 0)"),  # --seed
     (["value", "train"], "(default: 0.1)"),  # --lora-dropout
     (["value", "extract"], "(default: 4)"),  # --max-correct
     (["value", "score"], "(default: 8)"),  # --batch-size
