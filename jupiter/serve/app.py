@@ -149,6 +149,15 @@ def _load_value(path: Path) -> Any:
     return loader(path) if callable(loader) else ValueScorer(path)
 
 
+def _connect_ray(address: str) -> None:
+    """Join the Ray cluster once for the server's life (``solve_tasks_ray`` then reuses the connection instead
+    of starting and stopping Ray for every batch)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address, logging_level=logging.WARNING)
+
+
 def create_app(config: ServeConfig, policy: Any = None, value: Any = None) -> FastAPI:
     """The ASGI app. ``policy`` (and ``value``) may be given already loaded (tests); else the lifespan loads
     ``config.llm`` with ``jupiter.llm.load_policy`` (not in Ray mode, where the workers load it)."""
@@ -162,6 +171,8 @@ def create_app(config: ServeConfig, policy: Any = None, value: Any = None) -> Fa
             policy = load_policy(config.llm)
         if value is None and config.value_model is not None and config.ray_address is None:
             value = _load_value(config.value_model)
+        if config.ray_address is not None:
+            _connect_ray(config.ray_address)
         state = ServerState(config, policy, value)
         app.state.server = state
         state.collect_garbage()
@@ -176,6 +187,10 @@ def create_app(config: ServeConfig, policy: Any = None, value: Any = None) -> Fa
             close = getattr(policy, "close", None)
             if callable(close):
                 close()
+            if config.ray_address is not None:
+                import ray
+
+                ray.shutdown()
 
     app = FastAPI(title="Jupiter", version=__version__, lifespan=lifespan,
                   description="Tree search over notebook states, as a service. Submit a task, follow its tree, "

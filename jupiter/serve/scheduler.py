@@ -367,7 +367,12 @@ class Scheduler:
         batch = specs[0].paths.root.parent / "_ray" / f"batch-{specs[0].job_id}"
 
         def outcome(item: Any) -> None:
-            self._finish(lane, _result_from_outcome(item, lane.config))
+            result = _result_from_outcome(item, lane.config)
+            if item.task_id in lane.in_flight:  # the tree arrives whole: its nodes, then the end
+                events = [Event(EventType.NODE, node_event(n)) for n in result.tree.nodes]
+                events.append(Event(EventType.ITERATION, _progress(result.stats, result.tree)))
+                self.hub.publish_many(item.task_id, events)
+            self._finish(lane, result)
 
         solve_tasks_ray([s.task for s in specs], self.llm_spec, lane.config, batch,
                         value_model=self.value_model, address=self.ray_address, seed=lane.seed, progress=False,
