@@ -27,7 +27,9 @@ class StopSignals:
     """A context manager that installs the two-step handler for SIGINT and SIGTERM (main thread only).
 
     ``stop(task_id)`` is the driver's ``stop`` hook; ``received`` names the signals seen; set ``writing``
-    while files are written so that a further signal cannot leave them half-written.
+    while files are written so that a further signal cannot leave them half-written. ``at_once`` (if set) is
+    called on the second signal, just before the ``KeyboardInterrupt``: a cell that is running cannot be
+    interrupted by it, so the caller uses this to end the cells' processes (their step is dropped anyway).
     """
 
     def __init__(self, what: str = "the search", echo: Callable[[str], Any] | None = None) -> None:
@@ -36,6 +38,7 @@ class StopSignals:
         self.writing = False
         self._echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
         self._previous: dict[int, Any] = {}
+        self.at_once: Callable[[], Any] | None = None
 
     @property
     def requested(self) -> bool:
@@ -55,6 +58,8 @@ class StopSignals:
             self._echo(f"jupiter: {name}: stopping {self.what} after the current step and saving what exists; "
                        "press Ctrl-C again to stop at once")
             return
+        if self.at_once is not None:
+            self.at_once()
         raise KeyboardInterrupt
 
     def __enter__(self) -> "StopSignals":

@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -285,6 +286,9 @@ def run(args: argparse.Namespace) -> int:
     with StopSignals("the search") as signals:
         try:
             with Sandbox(SandboxConfig(timeout_s=config.cell_timeout)) as sandbox:
+                # a second Ctrl-C ends the running cells' processes (their step is dropped), so the driver
+                # need not wait for them; closing on its own thread, as the handler may interrupt a lock holder
+                signals.at_once = lambda: threading.Thread(target=sandbox.close, daemon=True).start()
                 try:
                     result = run_search(task, policy, sandbox, config, value=value, seed=args.seed,
                                         on_step=progress, on_update=keep, stop=signals.stop)
