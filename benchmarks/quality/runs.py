@@ -18,7 +18,7 @@ from jupiter.task import Task
 from sandbox import Sandbox, SandboxConfig
 from search import SearchConfig, SearchResult, Value, solve_many, save_tree
 
-__all__ = ["TreeOutcome", "ModeRun", "outcome_of", "run_mode", "default_sandbox"]
+__all__ = ["PRELOAD", "TreeOutcome", "ModeRun", "outcome_of", "run_mode", "default_sandbox"]
 
 
 @dataclass(frozen=True)
@@ -120,9 +120,14 @@ def outcome_of(result: SearchResult) -> TreeOutcome:
     )
 
 
+#: modules the reference solutions import, loaded once in the sandbox's template runtime: importing scikit-learn
+#: in a cell costs ~4 s on a busy 2-core machine, and every tree node that runs such a cell would pay it again
+PRELOAD = ("numpy", "pandas", "scipy.stats", "sklearn.linear_model", "sklearn.model_selection")
+
+
 def default_sandbox(cell_timeout: float = 60.0) -> Sandbox:
     """The real fork sandbox the modes share (more live states than the default: many small trees at once)."""
-    return Sandbox(SandboxConfig(timeout_s=cell_timeout, max_live_states=256))
+    return Sandbox(SandboxConfig(timeout_s=cell_timeout, max_live_states=256, preload_modules=PRELOAD))
 
 
 def run_mode(name: str, tasks: Sequence[Task], policy: Any, config: SearchConfig, *, value: Value | None = None,

@@ -1,0 +1,217 @@
+"""Search quality: does the tree search beat ReAct and majority voting? (issue 12)
+
+A simulated noisy policy samples steps of verified reference solutions of DABench questions (each step: the
+current solution's next cell, a plausible wrong solution, or an erroring cell); every mode runs through the
+real engine, the real fork sandbox and the real tables:
+
+- ``react``: one ReAct rollout (``search.react_config()``);
+- ``vote``: majority vote over independent ReAct runs (``search.vote_config()``);
+- ``mcts``: PUCT inference without a value model (the ``paper`` profile: c_puct 0, vote decision);
+- ``vote_eq``: voting with as many runs as spend the tokens the trees spent (equal token budget);
+- ``mcts_vm``: collection with labels on half the questions → ``value_model.extract_samples`` → training the
+  value model (Gemma 3 270M, CPU, ``--train-steps``) → inference with it on the other half; ``mcts_acc_heldout``
+  is ``mcts`` on that same half.
+
+    python benchmarks/quality/search_vs_baselines.py --json [--seeds 0,1,2] [--questions N] [--iterations 20]
+        [--no-value-model] [--train-steps 40] [--out FILE] [--keep-trees DIR]
+
+Prints one JSON object with ``--json``: per mode ``acc``, ``in_tree_rate``, ``tokens``, ``model_calls``,
+``kernel_seconds``, ``wall_s``; top level ``react_acc``, ``vote_acc``, ``mcts_acc``, ``mcts_vm_acc``,
+``mcts_acc_heldout``, ``in_tree_rate``, ``tokens`` (per mode), ``vote_eq_acc``, ``vote_eq_tokens``,
+``plurality_agreement``; with several seeds the top level holds means and ``spread`` the std/min/max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from benchmarks.paths import default_data_dir
+from benchmarks.quality.report import aggregate, seed_figures, targets
+from benchmarks.quality.runs import ModeRun, run_mode
+from benchmarks.quality.sim_policy import SimOptions, SimulatedPolicy
+from benchmarks.quality.solutions import SOLUTIONS_PATH, QuestionSolutions, load_solutions, tasks_for
+from benchmarks.quality.value_arm import TrainSettings, TrainSummary, load_scorer, split_halves, train_from_trees
+from jupiter.task import Task
+from search import SearchConfig, react_config, vote_config
+
+log = logging.getLogger("benchmarks.quality")
+
+__all__ = ["main", "mcts_config", "collect_config", "ordered_questions", "run_seed"]
+
+
+def mcts_config(**overrides: Any) -> SearchConfig:
+    """Inference without a value model: the ``paper`` profile (c_puct 0, answer by vote)."""
+    try:
+        from search.profiles import resolve_profile
+    except ImportError:  # before the profiles landed
+        return SearchConfig(mode="infer", c_puct=0.0, decision="vote").replace(**overrides)
+    return resolve_profile("paper", "infer", **overrides)
+
+
+def collect_config(**overrides: Any) -> SearchConfig:
+    """The paper's collection settings (c_puct 1.25, temperature 1, rewards from the label)."""
+    try:
+        from search.profiles import resolve_profile
+    except ImportError:
+        return SearchConfig(mode="collect", c_puct=1.25, temperature=1.0, iterations=50).replace(**overrides)
+    return resolve_profile("paper", "collect", **overrides)
+
+
+def ordered_questions(questions: Sequence[QuestionSolutions], limit: int | None) -> list[QuestionSolutions]:
+    """Questions interleaved by level (easy, medium, hard, easy, ...) so that any prefix mixes the levels."""
+    by_level: dict[str, list[QuestionSolutions]] = {}
+    for question in sorted(questions, key=lambda q: q.id):
+        by_level.setdefault(question.level, []).append(question)
+    order = [level for level in ("easy", "medium", "hard") if level in by_level] + \
+        sorted(set(by_level) - {"easy", "medium", "hard"})
+    out: list[QuestionSolutions] = []
+    while any(by_level[level] for level in order):
+        for level in order:
+            if by_level[level]:
+                out.append(by_level[level].pop(0))
+    return out[:limit] if limit else out
+
+
+def _log_mode(seed: int, run: ModeRun) -> None:
+    s = run.summary()
+    print(f"[seed {seed}] {run.mode:8s} acc {s['acc']}  in-tree {s['in_tree_rate']}  plurality-agreement "
+          f"{s['plurality_agreement']}  tokens {s['tokens']}  calls {s['model_calls']}  kernel {s['kernel_seconds']}s"
+          f"  wall {s['wall_s']}s", file=sys.stderr, flush=True)
+
+
+def run_seed(seed: int, tasks: list[Task], questions: Sequence[QuestionSolutions], args: argparse.Namespace,
+             workdir: Path, trained: dict[str, Any]) -> dict[str, Any]:
+    """Every mode for one seed; returns {figures, modes, runs, train}. ``trained`` caches a value model."""
+    options = SimOptions(p_switch=args.p_switch, p_error=args.p_error, p_fix=args.p_fix)
+    runs: dict[str, ModeRun] = {}
+
+    def run(name: str, config: SearchConfig, subset: list[Task] | None = None, value: Any = None,
+            tree_dir: Path | None = None) -> ModeRun:
+        policy = SimulatedPolicy(questions, options)
+        result = run_mode(name, subset if subset is not None else tasks, policy, config, value=value, seed=seed,
+                          tree_dir=tree_dir)
+        runs[name] = result
+        _log_mode(seed, result)
+        return result
+
+    keep = Path(args.keep_trees) / f"seed-{seed}" if args.keep_trees else None
+    run("react", react_config())
+    vote = run("vote", vote_config(runs=args.vote_runs))
+    mcts = run("mcts", mcts_config(iterations=args.iterations, expansions=args.expansions),
+               tree_dir=keep / "mcts" if keep else None)
+    per_run = vote.summary()["tokens"] / max(1, args.vote_runs)
+    eq_runs = max(1, math.ceil(mcts.summary()["tokens"] / per_run)) if per_run > 0 else args.vote_runs
+    run("vote_eq", vote_config(runs=eq_runs))
+    heldout = None
+    train: TrainSummary | None = None
+    if not args.no_value_model:
+        collect_half, infer_half = split_halves(tasks)
+        model_dir = trained.get("model_dir")
+        if model_dir is None or args.train_per_seed:
+            tree_dir = workdir / f"seed-{seed}" / "collect"
+            run("collect", collect_config(iterations=args.collect_iterations, expansions=args.expansions),
+                subset=collect_half, tree_dir=tree_dir)
+            train = train_from_trees(sorted(tree_dir.glob("*.json")), workdir / f"seed-{seed}" / "value",
+                                     TrainSettings(steps=args.train_steps, seed=seed))
+            print(f"[seed {seed}] value model: {json.dumps(train.to_dict())}", file=sys.stderr, flush=True)
+            trained.update(model_dir=train.model_dir, summary=train, scorer=load_scorer(train.model_dir))
+        run("mcts_vm", mcts_config(iterations=args.iterations, expansions=args.expansions), subset=infer_half,
+            value=trained["scorer"], tree_dir=keep / "mcts_vm" if keep else None)
+        heldout = mcts.subset([t.id for t in infer_half]).summary()
+    modes = {name: r.summary() for name, r in runs.items() if name != "collect"}
+    figures = seed_figures(modes, heldout, eq_runs)
+    figures["seed"] = seed
+    return {"figures": figures, "modes": {name: r.summary() for name, r in runs.items()},
+            "train": (train or trained.get("summary")).to_dict() if (train or trained.get("summary")) else None,
+            "runs": runs}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds (mean and spread over them)")
+    p.add_argument("--questions", type=int, default=None, help="first N questions, levels interleaved")
+    p.add_argument("--iterations", type=int, default=20, help="tree iterations at inference (issue 12: 20)")
+    p.add_argument("--expansions", type=int, default=3, help="K, children per expansion")
+    p.add_argument("--collect-iterations", type=int, default=50, help="iterations per collection tree (paper: 50)")
+    p.add_argument("--vote-runs", type=int, default=5)
+    p.add_argument("--no-value-model", action="store_true", help="skip the collect/train/infer arm")
+    p.add_argument("--train-steps", type=int, default=40, help="value-model optimizer steps")
+    p.add_argument("--train-per-seed", action="store_true",
+                   help="collect and train again for every seed (default: train once, on the first seed's trees)")
+    p.add_argument("--p-switch", type=float, default=SimOptions.p_switch)
+    p.add_argument("--p-error", type=float, default=SimOptions.p_error)
+    p.add_argument("--p-fix", type=float, default=SimOptions.p_fix)
+    p.add_argument("--solutions", type=Path, default=SOLUTIONS_PATH)
+    p.add_argument("--dabench", type=Path, default=None, help="DABench folder (default: the shared copy)")
+    p.add_argument("--out", type=Path, default=None, help="also write the JSON report (with per-tree outcomes) here")
+    p.add_argument("--keep-trees", default=None, help="save the mcts / mcts_vm trees under this folder")
+    p.add_argument("--workdir", type=Path, default=None, help="collection trees and the value model (default: temp)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    solutions = load_solutions(args.solutions)
+    questions = ordered_questions(solutions.questions, args.questions)
+    tasks = tasks_for(questions, args.dabench or default_data_dir("dabench"))
+    started = time.perf_counter()
+    per_seed: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="jupiter-quality-") as tmp:
+        workdir = args.workdir or Path(tmp)
+        trained: dict[str, Any] = {}
+        for seed in seeds:
+            per_seed.append(run_seed(seed, tasks, questions, args, workdir, trained))
+    report = aggregate([s["figures"] for s in per_seed])
+    report["targets"] = targets(report)
+    report["modes"] = {name: summary for name, summary in per_seed[0]["modes"].items()} if len(seeds) == 1 else \
+        {name: aggregate_mode([s["modes"][name] for s in per_seed if name in s["modes"]])
+         for name in per_seed[0]["modes"]}
+    report["train"] = per_seed[0]["train"]
+    report["settings"] = {"seeds": seeds, "questions": len(tasks), "question_ids": [q.id for q in questions],
+                          "iterations": args.iterations, "expansions": args.expansions,
+                          "collect_iterations": args.collect_iterations, "vote_runs": args.vote_runs,
+                          "train_steps": None if args.no_value_model else args.train_steps,
+                          "train_per_seed": args.train_per_seed,
+                          "policy": {"p_switch": args.p_switch, "p_error": args.p_error, "p_fix": args.p_fix},
+                          "solutions_verified": solutions.verified is not None and
+                          bool(solutions.verified.get("all_passed")),
+                          "mcts_config": per_seed[0]["runs"]["mcts"].config}
+    report["wall_s"] = round(time.perf_counter() - started, 1)
+    if args.out is not None:
+        full = dict(report, per_seed=[{"figures": s["figures"], "modes": s["modes"],
+                                       "outcomes": {n: r.to_dict()["outcomes"] for n, r in s["runs"].items()}}
+                                      for s in per_seed])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(full, indent=1, default=str) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(report, default=str))
+    else:
+        for key in ("react_acc", "vote_acc", "mcts_acc", "mcts_vm_acc", "mcts_acc_heldout", "vote_eq_acc",
+                    "in_tree_rate", "plurality_agreement"):
+            print(f"{key:24s} {report.get(key)}")
+        print(f"{'tokens':24s} {report.get('tokens')}")
+    return 0
+
+
+def aggregate_mode(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean of each numeric field of a mode's summaries over seeds."""
+    out: dict[str, Any] = {}
+    for key in summaries[0]:
+        values = [s[key] for s in summaries if isinstance(s.get(key), (int, float))]
+        out[key] = round(sum(values) / len(values), 4) if values else None
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

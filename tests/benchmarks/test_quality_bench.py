@@ -1,0 +1,202 @@
+"""The search-quality benchmark: the simulated policy, the report, and the script on tiny settings.
+
+The policy tests are deterministic logic tests (no sandbox); the script runs the real engine, sandbox and
+tables on 3 questions (the value-model arm, which trains the real Gemma backbone, is the slow test).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from benchmarks.quality.report import aggregate, targets
+from benchmarks.quality.sim_policy import SimOptions, SimulatedPolicy, read_path
+from benchmarks.quality.solutions import load_solutions, tasks_for
+from benchmarks.quality.value_arm import split_halves
+from jupiter.answers import reward
+from jupiter.llm import PolicyError, SamplingParams
+from jupiter.prompts import Turn, build_messages, parse_reply
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "quality" / "search_vs_baselines.py"
+
+
+@pytest.fixture(scope="module")
+def questions():
+    return list(load_solutions().questions)
+
+
+@pytest.fixture(scope="module")
+def tasks(questions, dabench_dir: Path):
+    return tasks_for(questions, dabench_dir)
+
+
+def _texts(outs):
+    return [[c.text for c in row] for row in outs]
+
+
+def test_same_seed_same_samples_other_seed_other_samples(questions, tasks) -> None:
+    policy = SimulatedPolicy(questions)
+    histories = [build_messages(t) for t in tasks[:5]]
+    first = policy.generate(histories, SamplingParams(n=6, seed=3))
+    again = SimulatedPolicy(questions).generate(histories, SamplingParams(n=6, seed=3))
+    assert first == again
+    others = [_texts(policy.generate(histories, SamplingParams(n=6, seed=s))) for s in range(4, 9)]
+    assert any(o != _texts(first) for o in others)
+
+
+def test_samples_differ_per_sample_and_per_history_even_for_equal_histories(questions, tasks) -> None:
+    policy = SimulatedPolicy(questions, SimOptions(p_switch=0.4, p_error=0.3))
+    history = build_messages(tasks[0])
+    outs = policy.generate([history] * 6, SamplingParams(n=8, seed=0))
+    assert any(len(set(row)) > 1 for row in _texts(outs))  # siblings differ
+    assert len({tuple(row) for row in _texts(outs)}) > 1  # equal histories in one batch do not stay clones
+
+
+def test_follows_the_correct_solution_to_its_answer_without_noise(questions, tasks) -> None:
+    policy = SimulatedPolicy(questions, SimOptions(p_switch=0.0, p_error=0.0))
+    for question, task in list(zip(questions, tasks))[:6]:
+        turns: list[Turn] = []
+        for cell in question.correct.cells:
+            (completion,), = policy.generate([build_messages(task, turns)], SamplingParams(n=1, seed=1))
+            parsed = parse_reply(completion.text)
+            assert parsed.code == cell.code and parsed.thought == cell.thought
+            turns.append(parsed.to_turn(observation="ok"))
+        (completion,), = policy.generate([build_messages(task, turns)], SamplingParams(n=1, seed=1))
+        parsed = parse_reply(completion.text)
+        assert parsed.answer == question.correct.answer
+        assert reward(parsed.answer, question.label) == 1.0
+
+
+def test_switches_to_wrong_solutions_and_errs_and_fixes(questions, tasks) -> None:
+    question, task = questions[0], tasks[0]
+    load = question.correct.cells[0]
+    after_load = [Turn(load.thought, load.code, "ok")]
+    switcher = SimulatedPolicy(questions, SimOptions(p_switch=1.0, p_error=0.0))
+    codes = {parse_reply(c.text).code for c in
+             switcher.generate([build_messages(task, after_load)], SamplingParams(n=20, seed=0))[0]}
+    assert codes == {w.cells[1].code for w in question.wrong}  # starts a wrong solution after the shared load
+    erring = SimulatedPolicy(questions, SimOptions(p_switch=0.0, p_error=1.0, p_fix=1.0))
+    (reply,), = erring.generate([build_messages(task, after_load)], SamplingParams(n=1, seed=0))
+    error = parse_reply(reply.text).code
+    assert error in {c.code for c in question.errors}
+    state = read_path(build_messages(task, after_load + [Turn("x", error, "KeyError")]), questions)
+    assert state.last_was_error and state.current == 0
+    (fixed,), = erring.generate([build_messages(task, after_load + [Turn("x", error, "KeyError")])],
+                                SamplingParams(n=1, seed=0))
+    assert parse_reply(fixed.text).code == question.correct.cells[1].code  # p_fix = 1: back on its solution
+
+
+def test_a_wrong_path_stays_wrong_and_answers_what_its_cells_print(questions, tasks) -> None:
+    question, task = questions[1], tasks[1]
+    wrong = question.wrong[1]
+    turns = [Turn(c.thought, c.code, "ok") for c in wrong.cells]
+    state = read_path(build_messages(task, turns), questions)
+    assert state.current == 2 and state.progress(wrong) == len(wrong.cells)
+    policy = SimulatedPolicy(questions, SimOptions(p_switch=0.0, p_error=0.0))
+    (reply,), = policy.generate([build_messages(task, turns)], SamplingParams(n=1, seed=5))
+    assert parse_reply(reply.text).answer == wrong.answer
+
+
+def test_reply_format_tokens_and_logprobs(questions, tasks) -> None:
+    policy = SimulatedPolicy(questions)
+    plain = policy.generate([build_messages(tasks[2])], SamplingParams(n=4, seed=1))[0]
+    with_lp = policy.generate([build_messages(tasks[2])], SamplingParams(n=4, seed=1, logprobs=True))[0]
+    for completion in plain:
+        assert completion.text.startswith("Thought: ") and "Action:\n```python\n" in completion.text
+        assert completion.finish_reason == "stop" and completion.mean_logprob is None
+        assert completion.num_tokens == math.ceil(len(completion.text) / 4)
+    assert all(c.mean_logprob is not None and c.mean_logprob < 0 for c in with_lp)
+    assert policy.stats().completion_tokens == sum(c.num_tokens for c in plain + with_lp)
+
+
+def test_unknown_task_is_a_policy_error(questions) -> None:
+    from jupiter.task import Task
+
+    with pytest.raises(PolicyError, match="no reference solutions"):
+        SimulatedPolicy(questions).generate([build_messages(Task(id="x", question="What is 2+2?"))],
+                                            SamplingParams(n=1, seed=0))
+
+
+def test_one_rollout_is_right_well_under_half_the_time(questions, tasks) -> None:
+    """Issue 12: one ReAct rollout answered 14/40. Offline rollouts (no cells run) with the default options."""
+    policy = SimulatedPolicy(questions)
+    outcomes: Counter[str] = Counter()
+    errors = {q.id: {c.code for c in q.errors} for q in questions}
+    for seed in range(3):
+        for question, task in zip(questions, tasks):
+            turns: list[Turn] = []
+            for step in range(25):
+                (reply,), = policy.generate([build_messages(task, turns)], SamplingParams(n=1, seed=seed * 100 + step))
+                parsed = parse_reply(reply.text)
+                if parsed.answer is not None:
+                    outcomes["right" if reward(parsed.answer, question.label) == 1 else "wrong"] += 1
+                    break
+                turns.append(parsed.to_turn("Error" if parsed.code in errors[question.id] else "ok"))
+            else:
+                outcomes["none"] += 1
+    share = outcomes["right"] / sum(outcomes.values())
+    assert 0.2 <= share <= 0.45, outcomes
+
+
+def test_halves_mix_levels_and_partition(tasks) -> None:
+    first, second = split_halves(tasks)
+    assert sorted(t.id for t in first + second) == sorted(t.id for t in tasks)
+    assert abs(len(first) - len(second)) <= 1
+    assert {t.level for t in first} == {t.level for t in second} == {"easy", "medium", "hard"}
+
+
+def test_aggregate_and_targets() -> None:
+    seeds = [{"react_acc": 0.3, "vote_acc": 0.5, "mcts_acc": 0.6, "mcts_vm_acc": None, "plurality_agreement": 1.0,
+              "tokens": {"mcts": 100}},
+             {"react_acc": 0.4, "vote_acc": 0.5, "mcts_acc": 0.4, "mcts_vm_acc": None, "plurality_agreement": 0.9,
+              "tokens": {"mcts": 300}}]
+    report = aggregate(seeds)
+    assert report["react_acc"] == pytest.approx(0.35) and report["spread"]["react_acc"]["min"] == 0.3
+    assert report["tokens"] == {"mcts": 200} and report["mcts_vm_acc"] is None
+    goals = targets(report)
+    assert goals["mcts_ge_baselines"]["met"] and goals["mcts_ge_baselines"]["margin"] == 0.0
+    assert goals["mcts_vm_gt_mcts_heldout"] is None
+    assert goals["plurality_agreement_100"]["met"] is False
+
+
+def _run(args: list[str], timeout: int) -> dict:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--json", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+MODE_KEYS = {"acc", "in_tree_rate", "tokens", "model_calls", "kernel_seconds", "wall_s"}
+
+
+def test_script_on_tiny_settings_prints_its_keys() -> None:
+    report = _run(["--questions", "3", "--iterations", "6", "--no-value-model"], timeout=600)
+    for key in ("react_acc", "vote_acc", "mcts_acc", "mcts_vm_acc", "in_tree_rate", "tokens", "vote_eq_acc",
+                "vote_eq_tokens", "plurality_agreement", "targets", "modes"):
+        assert key in report
+    assert set(report["modes"]) == {"react", "vote", "mcts", "vote_eq"}
+    for summary in report["modes"].values():
+        assert MODE_KEYS <= set(summary) and summary["questions"] == 3
+        assert summary["tokens"] > 0 and summary["model_calls"] >= 1
+    assert set(report["tokens"]) == {"react", "vote", "mcts", "vote_eq"}
+    assert report["mcts_vm_acc"] is None
+    assert report["settings"]["solutions_verified"] is True
+    assert report["settings"]["mcts_config"]["c_puct"] == 0.0
+    assert report["settings"]["mcts_config"]["decision"] == "vote"
+
+
+@pytest.mark.slow
+def test_script_with_the_value_model_arm_and_two_seeds(tmp_path: Path) -> None:
+    report = _run(["--questions", "4", "--iterations", "6", "--collect-iterations", "16", "--train-steps", "2",
+                   "--seeds", "0,1", "--out", str(tmp_path / "r.json")], timeout=1800)
+    assert report["mcts_vm_acc"] is not None and report["mcts_acc_heldout"] is not None
+    assert report["train"]["steps"] == 2 and report["train"]["samples"] >= 4
+    assert set(report["spread"]) >= {"react_acc", "mcts_acc", "mcts_vm_acc"}
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert len(saved["per_seed"]) == 2 and "outcomes" in saved["per_seed"][0]
