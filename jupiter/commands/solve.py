@@ -247,6 +247,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ray:
         if args.out is not None:
             check_output_folder(args.out)  # resumable: earlier trees stay, but it must be a writable folder
+        args.interrupted_note = "finished trees are saved in the output folder; rerun the same command to resume"
         return run_batch_on_ray(args)
     task = _with_setup(load_task_file(args.task, data_dir=args.data_dir), args.setup)
     out = _out_dir(args, task.id)

@@ -197,6 +197,28 @@ def test_a_rerun_over_an_interrupted_run_starts_over_and_keeps_its_files(tmp_pat
     assert assert_outputs(out)["interrupted"] is False
 
 
+def test_ctrl_c_in_bench_keeps_finished_tasks_only_and_says_a_rerun_resumes(tmp_path, dabench_dir):
+    if not (dabench_dir / "da-dev-questions.jsonl").is_file():
+        pytest.skip(f"DABench data not found under {dabench_dir}")
+    script = tmp_path / "replay.json"  # the first question is answered at once, the second never ends
+    script.write_text(json.dumps({"rules": [{"match": "mean fare", "replies": [FINAL]}],
+                                  "default": [step(0.3)]}))
+    out = tmp_path / "bench"
+    run = Running("bench", "dabench", "--data", str(dabench_dir), "--llm", f"replay:{script}", "--limit", "2",
+                  "--iterations", "100", "--expansions", "1", "--concurrency", "1", "--no-trees", "--out", str(out))
+    deadline = time.monotonic() + 90
+    while not (out / "results.jsonl").is_file() or not (out / "results.jsonl").read_text().strip():
+        assert time.monotonic() < deadline and run.proc.poll() is None, run.err.decode()[-2000:]
+        time.sleep(0.1)
+    time.sleep(1.5)  # the second question's tree is in the middle of its search
+    run.proc.send_signal(signal.SIGINT)
+    code, _, stderr = run.finish()
+    assert code == 130, stderr[-2000:]
+    assert "rerun the same command to resume" in stderr
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+    assert [r["id"] for r in lines] == ["0"]  # the interrupted tree is not recorded as a finished task
+
+
 # --------------------------------------------------------------------------------- item 2: --out checks
 
 
