@@ -36,8 +36,8 @@ from jupiter import __version__
 from jupiter.serve.auth import TokenAuth
 from jupiter.serve.config import ServeConfig
 from jupiter.serve.events import Event, EventHub, EventType, format_sse, node_events_from_tree_dict
-from jupiter.serve.jobs import (JobPaths, JobSpec, SubmissionError, as_job_task, check_file_name, job_paths,
-                                load_job_task, parse_settings, search_config)
+from jupiter.serve.jobs import (JobPaths, JobSpec, SubmissionError, as_job_task, check_file_name,
+                                effective_settings, job_paths, load_job_task, parse_settings, search_config)
 from jupiter.serve.metrics import MetricsSnapshot, render_metrics
 from jupiter.serve.scheduler import Scheduler
 from jupiter.serve.store import JobRecord, JobStatus, JobStore
@@ -380,7 +380,9 @@ async def _accept(form: Any, server: ServerState) -> JSONResponse:
     if settings_field is not None and not isinstance(settings_field, str):
         settings_field = (await settings_field.read()).decode("utf-8")
     settings = parse_settings(settings_field)
-    search_config(settings, config.profile, config.max_trees, config.cell_timeout)  # refuse bad settings early
+    # refuse bad settings early; the job records every setting's effective value (the profile's where not sent)
+    settings = effective_settings(search_config(settings, config.profile, config.max_trees, config.cell_timeout),
+                                  settings)
     uploads = [f for f in form.getlist("files") if not isinstance(f, str)]
     if len(form.getlist("files")) != len(uploads):
         raise SubmissionError("files: each 'files' field must be a file upload")

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from jupiter.task import Task, TaskError, load_task_file
 
 __all__ = ["SubmissionError", "JobSpec", "SETTINGS", "parse_settings", "check_file_name", "load_job_task",
-           "search_config", "JOB_ID_PATTERN", "job_paths", "JobPaths", "as_job_task"]
+           "search_config", "JOB_ID_PATTERN", "job_paths", "JobPaths", "as_job_task", "effective_settings"]
 
 #: per-job settings a client may send, with their JSON types
 SETTINGS: dict[str, tuple[type, ...]] = {
@@ -139,6 +139,18 @@ def search_config(settings: Mapping[str, Any], profile: str, max_trees: int, cel
         raise SubmissionError(f"settings: {exc}") from None
     except TypeError as exc:  # a setting this mode's config does not take
         raise SubmissionError(f"settings: {exc}") from None
+
+
+def effective_settings(config: Any, requested: Mapping[str, Any]) -> dict[str, Any]:
+    """Every per-job setting as the search will use it (what the job reports and what a restart rebuilds)."""
+    out: dict[str, Any] = {}
+    for key in SETTINGS:
+        if key == "seed":
+            out[key] = int(requested.get("seed", 0))
+            continue
+        value = getattr(config, key)
+        out[key] = getattr(value, "value", value)
+    return out
 
 
 def check_file_name(name: str | None) -> str:

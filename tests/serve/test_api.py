@@ -42,7 +42,9 @@ def test_submit_streams_nodes_and_finishes_with_the_right_answer(server):
     assert job["status"] == "done" and job["task_id"] == "dabench-0-titanic-mean-fare"
     assert job["question"].startswith("Calculate the mean fare")
     assert job["result"]["answer"] == "@mean_fare[34.65]" and job["result"]["task_id"] == job["task_id"]
-    assert job["settings"] == {"iterations": 6}
+    assert job["settings"]["iterations"] == 6 and job["settings"]["mode"] == "infer"
+    assert set(job["settings"]) == {"mode", "iterations", "expansions", "c_puct", "temperature", "top_p",
+                                    "max_tokens", "max_depth", "decision", "seed"}
     assert job["progress"]["nodes"] == len(nodes) and job["progress"]["answers"] >= 1
     assert job["created"] <= job["started"] <= job["finished"]
 

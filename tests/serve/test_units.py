@@ -185,3 +185,52 @@ def test_trees_of_different_jobs_share_a_model_call(tmp_path):
     assert sum(policy.calls) == sum(r.progress["iterations"] for r in records)
     tree = json.loads((job_paths(tmp_path / "jobs", ids[0]).output / "tree.json").read_text())
     assert tree[0]["task"]["id"] == "tick-task", "files show the user's task id"
+
+
+class _Broken:
+    """A policy whose server is down for the first call, then fine."""
+
+    def __init__(self, inner):
+        self.inner, self.failed = inner, False
+
+    def generate(self, histories, params):
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("model server down")
+        return self.inner.generate(histories, params)
+
+
+def test_a_failing_policy_fails_the_jobs_in_flight_and_the_server_goes_on(tmp_path):
+    from jupiter.llm import load_replay
+    from sandbox import Sandbox, SandboxConfig
+
+    from jupiter.serve.jobs import JobSpec
+    from jupiter.serve.scheduler import Scheduler
+
+    policy = _Broken(load_replay(sleepy_replay(tmp_path / "s.json", seconds=0.0)))
+    store, hub = JobStore(tmp_path / "db.sqlite"), EventHub()
+    scheduler = Scheduler(store, hub, policy, lambda: Sandbox(SandboxConfig()), max_trees=4)
+    config = search_config({"iterations": 2}, "paper", 4, None)
+
+    def submit(n: int) -> str:
+        job_id = f"{n:032x}"
+        paths = job_paths(tmp_path / "jobs", job_id)
+        paths.files.mkdir(parents=True)
+        paths.task.write_text(json.dumps(SIMPLE_TASK))
+        task = load_job_task(paths)
+        store.insert(job_id, task.id, task.question, {})
+        scheduler.submit(JobSpec(job_id, as_job_task(task, job_id), task.id, config, 0, paths))
+        return job_id
+
+    def wait(job_id: str):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not store.get(job_id).status.is_final:
+            time.sleep(0.1)
+        return store.get(job_id)
+
+    first = wait(submit(1))
+    assert first.status is JobStatus.FAILED and "model server down" in first.error
+    assert scheduler.failures["driver"] == 1 and scheduler.failures["job"] == 1
+    second = wait(submit(2))
+    scheduler.shutdown()
+    assert second.status is JobStatus.DONE and second.result["answer"] == "@x[1]"
