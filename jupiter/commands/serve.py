@@ -75,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
     except ServeConfigError as exc:
         print(f"jupiter serve: error: {exc}", file=sys.stderr)
         return 2
+    from jupiter.serve.jobs import SubmissionError, search_config
+
+    try:  # a bad --profile would otherwise refuse every job
+        search_config({}, config.profile, config.max_trees, config.cell_timeout)
+    except SubmissionError as exc:
+        print(f"jupiter serve: error: --profile {config.profile}: {exc}", file=sys.stderr)
+        return 2
     from jupiter.llm import PolicyError
 
     import uvicorn

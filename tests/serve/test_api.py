@@ -172,6 +172,9 @@ def test_non_loopback_host_needs_a_token(tmp_path):
     assert done.returncode == 2
     assert "token is required" in done.stderr
     assert not (tmp_path / "db.sqlite").exists()
+    bad_profile = subprocess.run(cmd[:-4] + ["--profile", "nope", "--db", str(tmp_path / "db.sqlite")], cwd=REPO,
+                                 capture_output=True, text=True, timeout=60)
+    assert bad_profile.returncode == 2 and "--profile nope" in bad_profile.stderr
 
 
 def test_the_sandbox_sees_only_its_own_job(start_server, tmp_path):
