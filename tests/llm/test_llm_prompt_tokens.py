@@ -55,3 +55,17 @@ def test_the_search_sums_prompt_tokens_per_tree():
     with Sandbox(SandboxConfig()) as sandbox:
         result = run_search(task, policy, sandbox, config)
     assert result.stats.prompt_tokens == policy.stats().prompt_tokens > 0
+
+
+@pytest.mark.slow
+def test_hf_completions_carry_each_prompt_length_without_padding():
+    pytest.importorskip("transformers")
+    policy = load_policy("default")
+    try:
+        outs = policy.generate(HISTORIES, SamplingParams(n=2, max_tokens=2, seed=1))
+        lengths = [len(policy.tokenizer(policy.render(h))["input_ids"]) for h in HISTORIES]
+        assert [[c.prompt_tokens for c in o] for o in outs] == [[n, n] for n in lengths]
+        assert lengths[0] != lengths[1]  # the batch was padded: padding is not counted
+        assert policy.stats().prompt_tokens == sum(lengths)
+    finally:
+        policy.close()
