@@ -4,7 +4,14 @@ Specs:
     ``replay:path.json``                                   scripted replies (``jupiter.llm.replay``)
     ``http://HOST:PORT/v1#model=NAME&mode=chat|completions&template=gemma|chatml``   any OpenAI-compatible server
     ``vllm:/path/to/hf-folder`` or ``vllm:default``        vLLM in the process
-    ``hf:/path/to/hf-folder``, ``hf:default`` or ``default``  transformers on the CPU
+    ``hf:/path/to/hf-folder`` or ``hf:default``            transformers on the CPU
+    ``default``                                            the embedded model on the fastest local backend
+
+``default`` is what a newcomer runs first, so it picks the fastest backend that is installed: vLLM in the process
+when the ``vllm`` package imports (the CPU build runs Gemma 3 270M at tens of tokens/s on 2 cores), else
+transformers (a few tokens/s under load). ``$JUPITER_DEFAULT_LLM=vllm|hf`` forces one. If the vLLM engine fails
+to start, ``default`` says why and falls back to transformers. The choice is logged and kept on the policy:
+``describe_policy(policy)`` gives it as a dict (for ``result.json``).
 
 Local backends take options after ``#`` too: ``hf:default#dtype=float32``,
 ``vllm:default#max_model_len=4096&kv_cache_mb=512``. Backends are imported only when asked for, so loading a
@@ -13,15 +20,53 @@ replay policy never imports torch or vLLM.
 
 from __future__ import annotations
 
+import logging
+import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl
 
-from jupiter.llm.types import Policy, PolicySpecError
+from jupiter.llm.types import Policy, PolicyError, PolicySpecError
 
-__all__ = ["load_policy", "DEFAULT_SPEC"]
+__all__ = ["load_policy", "describe_policy", "PolicyChoice", "DEFAULT_SPEC", "DEFAULT_BACKENDS", "DEFAULT_ENV"]
 
-#: What ``default`` means: the embedded Gemma 3 270M, with transformers on the CPU.
+log = logging.getLogger(__name__)
+
+#: The transformers spec of the embedded Gemma 3 270M: what ``default`` falls back to.
 DEFAULT_SPEC = "hf:default"
+#: What ``default`` tries, fastest first.
+DEFAULT_BACKENDS = ("vllm:default", DEFAULT_SPEC)
+#: Environment variable that forces ``default`` onto one backend (``vllm`` or ``hf``).
+DEFAULT_ENV = "JUPITER_DEFAULT_LLM"
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    """Which backend a spec resolved to, kept on the policy (``policy.choice``) for logs and ``result.json``.
+
+    Attributes:
+        requested: the spec as given (e.g. ``default``).
+        spec: the spec that was loaded (e.g. ``vllm:default``).
+        backend: the backend's short name (``vllm``, ``hf``, ``http``, ``replay``).
+        model: the model folder or served model name, when known.
+        note: why this backend (set when ``default`` chose or fell back).
+    """
+
+    requested: str
+    spec: str
+    backend: str
+    model: str | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        """One human line, e.g. for the CLI's stderr."""
+        what = {"vllm": "vLLM in-process", "hf": "transformers (CPU)"}.get(self.backend, self.backend)
+        text = f"llm: {self.requested} -> {what}" + (f" on {self.model}" if self.model else "")
+        return text + (f" ({self.note})" if self.note else "")
 
 _FORMS = "replay:FILE.json, http(s)://HOST:PORT/v1#model=NAME, vllm:PATH|default, hf:PATH|default, default"
 
@@ -36,7 +81,69 @@ def load_policy(spec: str) -> Policy:
         raise PolicySpecError(f"policy spec must be a non-empty string, got {spec!r}; use one of: {_FORMS}")
     spec = spec.strip()
     if spec == "default":
-        spec = DEFAULT_SPEC
+        return _load_default()
+    policy = _load(spec)
+    _remember(policy, PolicyChoice(requested=spec, spec=spec, backend=str(getattr(policy, "name", "unknown")),
+                                   model=_model_of(policy)))
+    return policy
+
+
+def describe_policy(policy: Any) -> dict[str, Any]:
+    """What ran: ``{"requested", "spec", "backend", "model", "note"}`` for a policy from ``load_policy``, else
+    what can be read off the object (for ``result.json``)."""
+    choice = getattr(policy, "choice", None)
+    if isinstance(choice, PolicyChoice):
+        return choice.to_dict()
+    name = str(getattr(policy, "name", type(policy).__name__))
+    return PolicyChoice(requested=name, spec=name, backend=name, model=_model_of(policy)).to_dict()
+
+
+def _load_default() -> Policy:
+    """The embedded model on the fastest backend installed (see the module docstring)."""
+    forced = os.environ.get(DEFAULT_ENV, "").strip().lower()
+    if forced and forced not in ("vllm", "hf"):
+        raise PolicySpecError(f"${DEFAULT_ENV} must be 'vllm' or 'hf', got {forced!r}")
+    note = None
+    if forced != "hf":
+        try:
+            policy = _load("vllm:default")
+        except PolicyError as exc:  # vLLM missing (spec error naming the package) or its engine failed
+            if forced == "vllm":
+                raise
+            note = f"vLLM unavailable: {str(exc).splitlines()[0][:200]}"
+            log.warning("--llm default: %s; using transformers, which is several times slower", note)
+        except Exception as exc:  # noqa: BLE001 - a broken vLLM install or engine start must not stop `default`
+            if forced == "vllm":
+                raise PolicyError(f"vLLM failed to start: {type(exc).__name__}: {exc}") from exc
+            note = f"vLLM failed to start: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            log.warning("--llm default: %s; using transformers, which is several times slower", note)
+        else:
+            return _remember(policy, PolicyChoice("default", "vllm:default", "vllm", _model_of(policy),
+                                                  "fastest backend installed"))
+    policy = _load(DEFAULT_SPEC)
+    note = note or (f"forced by ${DEFAULT_ENV}" if forced else None)
+    return _remember(policy, PolicyChoice("default", DEFAULT_SPEC, "hf", _model_of(policy), note))
+
+
+def _remember(policy: Policy, choice: PolicyChoice) -> Policy:
+    try:
+        policy.choice = choice  # type: ignore[attr-defined]
+    except AttributeError:  # a policy class with __slots__: describe_policy reads what it can
+        pass
+    log.info("%s", choice.line())
+    return policy
+
+
+def _model_of(policy: Any) -> str | None:
+    """The model folder of a local backend, or the model an HTTP spec names (never asks a server)."""
+    for value in (getattr(policy, "model_dir", None), getattr(getattr(policy, "config", None), "model_dir", None),
+                  getattr(getattr(policy, "config", None), "model", None)):
+        if isinstance(value, (str, Path)):
+            return str(value)
+    return None
+
+
+def _load(spec: str) -> Policy:
     scheme, sep, rest = spec.partition(":")
     scheme = scheme.lower()
     if scheme in ("http", "https"):

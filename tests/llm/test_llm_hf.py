@@ -15,7 +15,7 @@ HISTORIES = [
 
 @pytest.fixture(scope="module")
 def policy():
-    policy = load_policy("default")
+    policy = load_policy("hf:default")
     yield policy
     policy.close()
 

@@ -63,3 +63,84 @@ def test_missing_backend_package_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # as if vLLM were not installed
     with pytest.raises(PolicySpecError, match=r"'vllm:default' needs the package 'vllm'"):
         load_policy("vllm:default")
+
+
+class _Loaded:
+    """A stand-in backend for the choice logic of ``default`` (which backend is tried, in which order)."""
+
+    def __init__(self, spec):
+        self.name = spec.split(":")[0]
+        self.model_dir = f"/models/{spec}"
+
+
+def _fake_loader(monkeypatch, failing=()):
+    import jupiter.llm.spec as spec_module
+
+    tried = []
+
+    def load(spec):
+        tried.append(spec)
+        if spec in failing:
+            raise failing[spec]
+        return _Loaded(spec)
+
+    monkeypatch.setattr(spec_module, "_load", load)
+    return tried
+
+
+def test_default_picks_vllm_when_it_loads(monkeypatch, caplog):
+    from jupiter.llm.spec import describe_policy
+
+    monkeypatch.delenv("JUPITER_DEFAULT_LLM", raising=False)
+    tried = _fake_loader(monkeypatch)
+    caplog.set_level("INFO", logger="jupiter.llm.spec")
+    policy = load_policy("default")
+    assert tried == ["vllm:default"]
+    details = describe_policy(policy)
+    assert details == {"requested": "default", "spec": "vllm:default", "backend": "vllm",
+                       "model": "/models/vllm:default", "note": "fastest backend installed"}
+    assert any("default -> vLLM in-process on /models/vllm:default" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("error", [PolicySpecError("policy spec 'vllm:default' needs the package 'vllm'"),
+                                   RuntimeError("Engine core initialization failed")])
+def test_default_falls_back_to_transformers_and_says_why(monkeypatch, caplog, error):
+    from jupiter.llm.spec import describe_policy
+
+    monkeypatch.delenv("JUPITER_DEFAULT_LLM", raising=False)
+    tried = _fake_loader(monkeypatch, failing={"vllm:default": error})
+    policy = load_policy("default")
+    assert tried == ["vllm:default", "hf:default"]
+    details = describe_policy(policy)
+    assert details["backend"] == "hf" and details["spec"] == "hf:default"
+    assert str(error).split(":")[0][:20] in details["note"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "transformers" in warnings[0]
+
+
+def test_default_can_be_forced(monkeypatch):
+    tried = _fake_loader(monkeypatch)
+    monkeypatch.setenv("JUPITER_DEFAULT_LLM", "hf")
+    assert load_policy("default").choice.spec == "hf:default" and tried == ["hf:default"]
+    monkeypatch.setenv("JUPITER_DEFAULT_LLM", "vllm")
+    _fake_loader(monkeypatch, failing={"vllm:default": PolicySpecError("needs the package 'vllm'")})
+    with pytest.raises(PolicySpecError, match="vllm"):
+        load_policy("default")  # forced: no silent fallback
+    monkeypatch.setenv("JUPITER_DEFAULT_LLM", "tpu")
+    with pytest.raises(PolicySpecError, match="JUPITER_DEFAULT_LLM"):
+        load_policy("default")
+
+
+def test_every_loaded_policy_says_what_it_is(tmp_path):
+    import json
+
+    from jupiter.llm.spec import describe_policy
+
+    script = tmp_path / "replay.json"
+    script.write_text(json.dumps({"default": ["Thought: x"]}))
+    with load_policy(f"replay:{script}") as policy:
+        assert describe_policy(policy)["backend"] == "replay"
+    with load_policy("http://127.0.0.1:9/v1#model=m") as policy:  # never contacts the server
+        assert describe_policy(policy) == {"requested": "http://127.0.0.1:9/v1#model=m",
+                                           "spec": "http://127.0.0.1:9/v1#model=m", "backend": "http",
+                                           "model": "m", "note": None}

@@ -80,3 +80,17 @@ def test_http_against_real_vllm_server(vllm_server):
     finally:
         for policy in (completions, chat, discovered):
             policy.close()
+
+
+def test_default_runs_on_vllm_where_it_is_installed(monkeypatch):
+    from jupiter.llm.spec import describe_policy
+
+    monkeypatch.delenv("JUPITER_DEFAULT_LLM", raising=False)
+    policy = load_policy("default")
+    try:
+        details = describe_policy(policy)
+        assert details["backend"] == "vllm" and details["spec"] == "vllm:default"
+        assert details["model"].endswith("gemma3-270m")
+        _check(policy.generate([TASK], SamplingParams(n=2, max_tokens=8, seed=1)), 2, 8)
+    finally:
+        policy.close()
