@@ -264,6 +264,10 @@ def run(args: argparse.Namespace) -> int:
         policy = load_policy(args.llm)
     except PolicyError as exc:
         return _fail(f"--llm: {exc}")
+    from jupiter.llm.spec import PolicyChoice, describe_policy
+
+    llm_backend = describe_policy(policy)  # which backend `default` picked, and why
+    print(PolicyChoice(**llm_backend).line(), file=sys.stderr)
     if folder.state is RunFolderState.INTERRUPTED:
         previous = move_previous_run(out)
         print(f"jupiter: {out} holds an interrupted run; starting over (a half-searched tree cannot be resumed), "
@@ -304,7 +308,8 @@ def run(args: argparse.Namespace) -> int:
                     result = _partial_result(latest, config, value is not None, None, started)
                 signals.writing = True
                 result.notes.extend(notes)
-                paths = write_outputs(result, out, {"llm": args.llm, "policy_stats": _policy_stats(policy)})
+                paths = write_outputs(result, out, {"llm": args.llm, "llm_backend": llm_backend,
+                                                    "policy_stats": _policy_stats(policy)})
         finally:
             bar.close()
             close = getattr(policy, "close", None)
