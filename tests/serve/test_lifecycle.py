@@ -19,6 +19,15 @@ def test_cancel_running_and_queued_jobs_and_queue_limit(start_server, tmp_path):
     server = start_server("--llm", f"replay:{script}", "--max-trees", "1", "--max-queue", "1", name="cancel")
     running = server.submit(task=SIMPLE_TASK, files=[], settings=LONG).json()["id"]
     server.wait(running, until=_running)
+    time.sleep(1.2)  # partial files are rewritten at most once a second
+    tree = server.get(f"/v1/tasks/{running}/tree.json")
+    assert tree.status_code == 200 and len(tree.json()) >= 3, "the partial tree is downloadable while running"
+    assert server.get(f"/v1/tasks/{running}/tree.html").status_code == 200
+    assert server.get(f"/v1/tasks/{running}/solution.ipynb").status_code == 404  # only at the end
+    metrics = server.get("/metrics").text
+    assert "jupiter_running_trees 1" in metrics
+    states = [l for l in metrics.splitlines() if l.startswith("jupiter_sandbox_states ")]
+    assert int(states[0].split()[1]) >= 1
     queued = server.submit(task=SIMPLE_TASK, files=[], settings=LONG).json()["id"]
     assert server.get(f"/v1/tasks/{queued}").json()["status"] == "queued"
     full = server.submit(task=SIMPLE_TASK, files=[], settings=LONG)
@@ -41,24 +50,6 @@ def test_cancel_running_and_queued_jobs_and_queue_limit(start_server, tmp_path):
     assert events[-1][1]["status"] == "cancelled"
     health = server.get("/healthz").json()
     assert health["running"] == 0 and health["queued"] == 0
-
-
-def test_partial_tree_is_downloadable_while_running(start_server, tmp_path):
-    script = sleepy_replay(tmp_path / "sleepy.json", seconds=0.3)
-    server = start_server("--llm", f"replay:{script}", name="partial")
-    job_id = server.submit(task=SIMPLE_TASK, files=[], settings=LONG).json()["id"]
-    server.wait(job_id, until=_running)
-    time.sleep(1.2)  # partial files are rewritten at most once a second
-    tree = server.get(f"/v1/tasks/{job_id}/tree.json")
-    assert tree.status_code == 200 and len(tree.json()) >= 3
-    assert server.get(f"/v1/tasks/{job_id}/tree.html").status_code == 200
-    assert server.get(f"/v1/tasks/{job_id}/solution.ipynb").status_code == 404  # only at the end
-    metrics = server.get("/metrics").text
-    assert "jupiter_running_trees 1" in metrics
-    states = [l for l in metrics.splitlines() if l.startswith("jupiter_sandbox_states ")]
-    assert int(states[0].split()[1]) >= 1
-    server.delete(f"/v1/tasks/{job_id}")
-    server.wait(job_id)
 
 
 def test_kill_9_mid_search_then_restart_finishes_the_job(start_server, tmp_path):
