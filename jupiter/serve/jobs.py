@@ -176,7 +176,8 @@ def check_file_name(name: str | None) -> str:
 
 
 def load_job_task(paths: JobPaths) -> Task:
-    """Read the job's task.json with its data files resolved in the job's ``files/`` folder only.
+    """Read the job's task.json with its data files resolved in the job's ``files/`` folder only; uploaded files
+    the task does not name are added after its own.
 
     Any data file the task names that is not in ``files/`` (not uploaded, or a path pointing elsewhere on the
     server) is refused, listed by name: a job can never read another job's files or the server's.
@@ -195,7 +196,10 @@ def load_job_task(paths: JobPaths) -> Task:
     if missing:
         raise SubmissionError(f"task: data file(s) not uploaded: {', '.join(missing)} "
                               f"(send each as a 'files' field)")
-    return task
+    named = {Path(p).resolve() for p in task.files}
+    extra = sorted(p.resolve() for p in paths.files.iterdir() if p.is_file() and p.resolve() not in named)
+    # files uploaded with the job but not named by the task are the user's data too: the notebook sees them
+    return replace(task, files=tuple(task.files) + tuple(extra)) if extra else task
 
 
 def as_job_task(task: Task, job_id: str) -> Task:

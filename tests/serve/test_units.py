@@ -80,6 +80,8 @@ def test_job_task_files_must_be_uploaded(tmp_path):
     paths.task.write_text(json.dumps(dict(SIMPLE_TASK, files=["sub/data.csv"])))
     task = load_job_task(paths)
     assert task.files == ((paths.files / "data.csv").resolve(),)
+    (paths.files / "notes.txt").write_text("extra")
+    assert load_job_task(paths).files == ((paths.files / "data.csv").resolve(), (paths.files / "notes.txt").resolve())
     renamed = as_job_task(task, "c" * 32)
     assert renamed.id == "c" * 32 and renamed.metadata["task_id"] == "tick-task"
     paths.task.write_text(json.dumps(dict(SIMPLE_TASK, files=["data.csv", "missing.csv", "/etc/hostname"])))
