@@ -288,12 +288,17 @@ def run(args: argparse.Namespace) -> int:
         latest[:] = [update, len(update.tree.nodes)]
 
     failure: str | None = None
+    closers: list[threading.Thread] = []  # a second Ctrl-C's sandbox close: waited for before exiting
     with StopSignals("the search") as signals:
         try:
             with Sandbox(SandboxConfig(timeout_s=config.cell_timeout)) as sandbox:
                 # a second Ctrl-C ends the running cells' processes (their step is dropped), so the driver
                 # need not wait for them; closing on its own thread, as the handler may interrupt a lock holder
-                signals.at_once = lambda: threading.Thread(target=sandbox.close, daemon=True).start()
+                def close_now() -> None:
+                    closers.append(threading.Thread(target=sandbox.close, daemon=True))
+                    closers[-1].start()
+
+                signals.at_once = close_now
                 try:
                     result = run_search(task, policy, sandbox, config, value=value, seed=args.seed,
                                         on_step=progress, on_update=keep, stop=signals.stop)
@@ -315,6 +320,8 @@ def run(args: argparse.Namespace) -> int:
             close = getattr(policy, "close", None)
             if callable(close):
                 close()
+            for closer in closers:  # no runtime process may outlive us
+                closer.join(timeout=60)
     if failure is not None:
         return _fail(f"{failure}; the tree so far is in {out}")
     if result.interrupted or signals.requested:
