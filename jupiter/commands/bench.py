@@ -85,7 +85,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               formatter_class=HelpFormatter)
     report.add_argument("run", type=Path)
     report.set_defaults(handler=report_command)
-    compare = inner.add_parser("compare", help="print a table of several runs' headline figures")
+    compare = inner.add_parser("compare", help="print a table of several runs' headline figures",
+                               formatter_class=HelpFormatter)
     compare.add_argument("runs", nargs="+", type=Path)
     compare.add_argument("--plot", type=Path, help="also plot every run's accuracy-vs-iterations curves here")
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
