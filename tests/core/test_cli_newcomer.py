@@ -364,3 +364,20 @@ def test_help_shows_defaults(command, shown):
     assert done.returncode == 0
     assert shown in done.stdout
     assert "(default: None)" not in done.stdout and "(default: False)" not in done.stdout
+
+
+def test_the_interrupted_message_promises_a_resume_only_where_there_is_one(tmp_path, monkeypatch, capsys):
+    from jupiter.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(json.dumps({"id": 1, "common_answers": [["a", "1"]]}) + "\n")
+    monkeypatch.setattr("jupiter.commands.score.score_dabench", interrupted)
+    assert main(["score", "dabench", str(labels), "--labels", str(labels)]) == 130
+    assert capsys.readouterr().err.strip() == "jupiter: interrupted"  # nothing is saved, nothing resumes
+
+    monkeypatch.setattr("nbqa_pipeline.filter_stage.run_filter", interrupted)
+    assert main(["nbqa", "filter", str(labels), "--out", str(tmp_path / "f")]) == 130
+    assert "rerun the same command to resume" in capsys.readouterr().err
