@@ -7,6 +7,7 @@ interrupted run, without touching the search.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +21,10 @@ from benchmarks.curves import accuracy_curves
 from benchmarks.dabench import DabenchData, cost_summary, dabench_correct, official_responses, summarize_dabench
 from benchmarks.dsbench.scoring import SubmissionScore, rpg, score_submission
 from benchmarks.dsbench.tasks import DsbenchSpec
-from benchmarks.records import ResultsLog, TaskRecord, record_from_result, write_jsonl
+from benchmarks.records import ResultsLog, TaskRecord, iteration_numbers, record_from_result, write_jsonl
 from benchmarks.report import write_report
 from benchmarks.runner import RunOptions, RunOutcome, run_loop, sandbox_factory
-from search.file_capture import CapturingSandbox, SubmissionCapture
+from search.file_capture import CapturingSandbox, SubmissionCapture, submission_files
 
 __all__ = [
     "run_dabench",
@@ -207,32 +208,85 @@ def _best(scores: list[tuple[dict[str, Any], SubmissionScore]], higher: bool) ->
     return max(scored, key=lambda es: (es[1].normalized, es[1].value if higher else -es[1].value))[0]  # type: ignore[operator]
 
 
+def _by_value(scores: list[tuple[dict[str, Any], SubmissionScore]]) -> dict[str, Any] | None:
+    """The submission of the node with the highest Q (the earliest among equals): the reference code's pick."""
+    best = None
+    for entry, _ in scores:
+        if best is None or entry["node_value"] > best["node_value"]:
+            best = entry
+    return best
+
+
+def _node_files(result: Any, capture: SubmissionCapture) -> dict[str, bytes]:
+    """tag → submission bytes of every node that wrote one and of every answer node (``submission_files``):
+    sent back by the Ray workers, or read from this process's capture."""
+    return dict(result.files) if result.files else submission_files(capture, result.tree.nodes)
+
+
 def _dsbench_record(result: Any, spec: DsbenchSpec, data: DsbenchData, capture: SubmissionCapture) -> TaskRecord:
+    """Score every executed node that wrote ``submission.csv`` (the paper's rule), not only the answer nodes.
+
+    ``submissions``: one entry per writing node (tag, iteration, metric value, normalized, error, node Q,
+    and the answer nodes whose file it is). ``final``: the file of the answer node the search decided on (vote
+    or value decision), ``value_selected``: the writing node with the highest Q (only when a value model was
+    used), ``best``: the best of all (the paper's reported figure: it scores every submission and keeps the
+    best, an oracle over the tree). Each distinct file is scored once.
+    """
     record = record_from_result(result, "dsbench")
-    iterations = {c.tag: c.iteration for c in record.candidates}
-    scores: list[tuple[dict[str, Any], SubmissionScore]] = []
+    tree = result.tree
+    mode = getattr(getattr(result, "config", None), "mode", None)
+    iterations = iteration_numbers(tree, bool(getattr(mode, "is_tree", True)))
+    files = _node_files(result, capture)
+    answers_path = data.answers_path(spec.name)
+    by_digest: dict[str, SubmissionScore] = {}
+
+    def score(blob: bytes | None) -> SubmissionScore:
+        if blob is None:
+            return score_submission(spec, answers_path, None)
+        digest = hashlib.sha1(blob).hexdigest()
+        if digest not in by_digest:
+            by_digest[digest] = score_submission(spec, answers_path, blob)
+        return by_digest[digest]
+
+    writers = [n for n in tree.nodes if n.tag in files and not n.is_answer]
+    writer_tags = {n.tag for n in writers}
+    answer_source: dict[str, str | None] = {}  # answer tag → the writer whose file it submits
     for candidate in result.candidates:
-        node = result.tree[candidate.tag] if candidate.tag in result.tree else None
-        name = extract_answers(candidate.answer).get("submission_file", "submission.csv").strip()
-        blob = None
-        if node is not None and name == capture.file_name:  # captured here, or by a Ray worker (result.files)
-            blob = result.files[node.tag] if node.tag in result.files else capture.for_node(node)
-        score = score_submission(spec, data.answers_path(spec.name), blob)
-        entry = {"tag": candidate.tag, "iteration": iterations.get(candidate.tag), "value": score.value,
-                 "normalized": score.normalized, "error": score.error, "node_value": candidate.value}
-        scores.append((entry, score))
-    capture.forget(result.tree.nodes)
-    entries = {e["tag"]: e for e, _ in scores}
-    final = entries.get(result.chosen_tag or "")
-    by_value = entries.get(result.verdict.by_value.tag) if result.verdict.by_value else None
+        node = tree[candidate.tag] if candidate.tag in tree else None
+        current = node.parent if node is not None else None
+        while current is not None and current.tag not in writer_tags:
+            current = current.parent
+        answer_source[candidate.tag] = current.tag if current is not None and files.get(candidate.tag) is not None else None
+    scores: list[tuple[dict[str, Any], SubmissionScore]] = []
+    for node in writers:
+        result_score = score(files[node.tag])
+        entry = {"tag": node.tag, "iteration": iterations.get(node.tag), "value": result_score.value,
+                 "normalized": result_score.normalized, "error": result_score.error, "node_value": node.value,
+                 "answers": sorted(t for t, w in answer_source.items() if w == node.tag)}
+        scores.append((entry, result_score))
+    capture.forget(tree.nodes)
+
+    def answer_score(tag: str | None) -> SubmissionScore | None:
+        if not tag or tag not in tree:
+            return None
+        answer = next((c.answer for c in result.candidates if c.tag == tag), "") or ""
+        name = extract_answers(answer).get("submission_file", capture.file_name).strip()
+        return score(files.get(tag) if name == capture.file_name else None)
+
+    final = answer_score(result.chosen_tag)
+    used_value = int(getattr(result.stats, "value_calls", 0) or 0) > 0
+    by_value = _by_value(scores) if used_value else None
     best = _best(scores, spec.higher_is_better)
     extra = {
         "metric": spec.metric,
+        "scoring_rule": "every executed node that wrote submission.csv",
         "submissions": [e for e, _ in scores],
-        "final": final["value"] if final else None,
+        "answer_submissions": answer_source,
+        "final": final.value if final else None,
+        "final_error": final.error if final else "no answer decided",
         "value_selected": by_value["value"] if by_value else None,
         "best": best["value"] if best else None,
-        "normalized_final": final["normalized"] if final else 0.0,
+        "normalized_final": final.normalized if final else 0.0,
         "normalized_value": by_value["normalized"] if by_value else 0.0,
         "normalized_best": best["normalized"] if best else 0.0,
     }
@@ -250,7 +304,8 @@ def run_dsbench(
     make_sandbox: Callable[[], Any] | None = None,
     solver: Any = None,
 ) -> tuple[RunOutcome, dict[str, Any]]:
-    """Simplify each task text (cached), search with the submission format, score every answer node's file."""
+    """Simplify each task text (cached), search with the submission format, score the file of every executed
+    node that wrote ``submission.csv`` (``_dsbench_record``)."""
     from benchmarks.dsbench.simplify import simplify_descriptions
 
     done = ResultsLog(options.out_dir / "results.jsonl").done_ids
@@ -281,7 +336,13 @@ def run_dsbench(
 
 
 def report_dsbench(out_dir: Path, data: DsbenchData, run: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Task success, RPG (final, value-selected, best submission) over the selected tasks and over all."""
+    """Task success, RPG (final, value-selected, best submission) over the selected tasks and over all.
+
+    Every executed node that wrote ``submission.csv`` is scored. The paper's figures are ``success_rate_any``
+    (some submission of the task scored) and ``rpg_best`` (the best submission per task: an oracle over the
+    tree, as the authors' scoring script takes the max); ``success_rate`` / ``rpg_final`` are what the search's
+    own decision submits, and ``rpg_value`` the highest-Q submitting node (value-model runs).
+    """
     wanted = {s.name for s in data.specs}
     records = [r for r in _records(out_dir) if r.id in wanted]
     by_id = {r.id: r for r in records}
@@ -312,13 +373,17 @@ def report_dsbench(out_dir: Path, data: DsbenchData, run: dict[str, Any] | None 
     }
     summary: dict[str, Any] = {"benchmark": "dsbench", "finished": len(records), "metrics": metrics, "tasks": rows,
                                **cost_summary(records)}
+    summary["scoring_rule"] = "every executed node that wrote submission.csv is scored"
+    summary["paper_figures"] = {"task_success": "metrics.success_rate_any", "rpg": "metrics.rpg_best"}
     summary["finished"] = len(records)
     if run:
         summary["run"] = run
 
     def normalized(candidate: Any, record: TaskRecord) -> float:
+        # an answer node submits the file of the node that wrote it (older records: the answer's own entry)
+        source = (record.extra.get("answer_submissions") or {}).get(candidate.tag, candidate.tag)
         for entry in record.extra.get("submissions") or ():
-            if entry.get("tag") == candidate.tag:
+            if entry.get("tag") == source:
                 return float(entry.get("normalized") or 0.0)
         return 0.0
 

@@ -4,11 +4,19 @@ The driver releases a node's notebook state as soon as its children have branche
 tree finishes, so an answer node's workspace is gone by the time the result is yielded. This wrapper sits
 between the driver and the sandbox: after every cell it reads the submission file from that state's
 workspace (files are part of the state, inherited on branch) and files the bytes under the cell's
-``Execution`` object, which the driver keeps on the node (``node.execution``). An answer node's submission
-is then the one captured at its nearest ancestor that ran a cell. Identical files are stored once.
+``Execution`` object, which the driver keeps on the node (``node.execution``). The read happens on the
+cell's own thread right after the cell, so it never races the driver's release of states (``_release`` /
+``_expanded_states``): no driver hook is needed. An answer node's submission is then the one captured at its
+nearest ancestor that ran a cell. Identical files are stored once.
 
-Used in-process by the DSBench runner and inside Ray tree workers (``capture_file``), which send the answer
-nodes' files back with the tree (``TreeOutcome.files``), since the driver never sees the workers' sandboxes.
+A node *wrote* the file when, after its cell, the file differs from the one its nearest executed ancestor
+left (or that ancestor had none): ``writer_nodes``. The paper scores every such executed node
+(``submission_files`` returns them, and the answer nodes' inherited files); a cell killed by an
+infrastructure failure (timeout, died, memory) is not counted, its file may be half written.
+
+Used in-process by the DSBench runner and inside Ray tree workers (``capture_file``), which send these files
+back with the tree (``TreeOutcome.files``), since the driver never sees the workers' sandboxes. In that
+mapping a node that is not an answer is present exactly when it wrote the file.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import logging
 import threading
 from typing import Any, Iterable
 
-__all__ = ["SubmissionCapture", "CapturingSandbox", "answer_files"]
+__all__ = ["SubmissionCapture", "CapturingSandbox", "writer_nodes", "submission_files", "answer_files"]
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +56,34 @@ class SubmissionCapture:
 
     def for_node(self, node: Any) -> bytes | None:
         """The submission file visible at ``node``: captured at it or its nearest ancestor with a cell."""
+        digest = self._visible_digest(node)
+        if digest is None:
+            return None
+        with self._lock:
+            return self._blobs.get(digest)
+
+    def wrote(self, node: Any) -> bool:
+        """Whether ``node``'s own cell left a submission file that its nearest executed ancestor did not have
+        (a new file, or different bytes). False for nodes without a cell of their own."""
+        if getattr(node, "execution", None) is None:
+            return False
+        digest = self._visible_digest(node)
+        if digest is None:
+            return False
+        parent = getattr(node, "parent", None)
+        return parent is None or self._visible_digest(parent) != digest
+
+    def _digest_of(self, execution: Any) -> str | None:
+        with self._lock:
+            entry = self._by_execution.get(id(execution))
+        return entry[1] if entry is not None and entry[0] is execution else None
+
+    def _visible_digest(self, node: Any) -> str | None:
         current = node
         while current is not None:
             execution = getattr(current, "execution", None)
             if execution is not None:
-                with self._lock:
-                    entry = self._by_execution.get(id(execution))
-                if entry is not None and entry[0] is execution:
-                    return self._blobs[entry[1]]
-                return None  # the latest cell on this path left no submission file
+                return self._digest_of(execution)  # None: the latest cell on this path left no file
             current = current.parent
         return None
 
@@ -108,12 +135,32 @@ class CapturingSandbox:
         return getattr(self._inner, name)
 
 
-def answer_files(capture: SubmissionCapture, nodes: Iterable[Any]) -> dict[str, bytes]:
-    """The captured file of every answer node among ``nodes``, by node tag (nodes without one are left out)."""
+def writer_nodes(capture: SubmissionCapture, nodes: Iterable[Any]) -> list[Any]:
+    """The nodes among ``nodes`` whose own cell wrote the captured file (see the module docstring), in order;
+    nodes ended by an infrastructure failure are left out."""
+    return [n for n in nodes if not getattr(n, "is_infrastructure_failure", False) and capture.wrote(n)]
+
+
+def submission_files(capture: SubmissionCapture, nodes: Iterable[Any]) -> dict[str, bytes]:
+    """tag → file bytes for every node that wrote the file, and for every answer node the file visible at it.
+
+    What a Ray worker sends back (``TreeOutcome.files``); the same bytes object is shared by all the nodes
+    holding one file, so it is pickled once.
+    """
+    nodes = list(nodes)
     files: dict[str, bytes] = {}
+    for node in writer_nodes(capture, nodes):
+        blob = capture.for_node(node)
+        if blob is not None:
+            files[node.tag] = blob
     for node in nodes:
         if getattr(node, "is_answer", False):
             blob = capture.for_node(node)
             if blob is not None:
                 files[node.tag] = blob
     return files
+
+
+#: The name ``search/ray_actors.py`` calls: it now returns the writers' files too (issue 12 item 9), so a Ray
+#: worker sends back every submission the paper scores without a change there.
+answer_files = submission_files
