@@ -63,6 +63,20 @@ def _token(args: argparse.Namespace) -> str | None:
     return token
 
 
+def _port_busy(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound now (None when it can)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from jupiter.serve.config import ServeConfig, ServeConfigError
 
@@ -75,12 +89,20 @@ def run(args: argparse.Namespace) -> int:
     except ServeConfigError as exc:
         print(f"jupiter serve: error: {exc}", file=sys.stderr)
         return 2
+    if config.value_model is not None and not config.value_model.is_dir():  # before the (slow) policy loads
+        print(f"jupiter serve: error: --value-model {config.value_model}: folder not found", file=sys.stderr)
+        return 2
     from jupiter.serve.jobs import SubmissionError, search_config
 
     try:  # a bad --profile would otherwise refuse every job
         search_config({}, config.profile, config.max_trees, config.cell_timeout)
     except SubmissionError as exc:
         print(f"jupiter serve: error: --profile {config.profile}: {exc}", file=sys.stderr)
+        return 2
+    busy = _port_busy(config.host, config.port)
+    if busy:  # say so before the (slow) policy loads
+        print(f"jupiter serve: error: --host/--port: cannot listen on {config.host}:{config.port} ({busy})",
+              file=sys.stderr)
         return 2
     from jupiter.llm import PolicyError
 
@@ -98,8 +120,18 @@ def run(args: argparse.Namespace) -> int:
         except PolicyError as exc:
             print(f"jupiter serve: error: --llm: {exc}", file=sys.stderr)
             return 2
+    value = None
+    if config.value_model is not None and config.ray_address is None:
+        from jupiter.serve.app import load_value
+
+        try:
+            value = load_value(config.value_model)
+        except ImportError as exc:
+            print(f"jupiter serve: error: --value-model: value_model is not available here ({exc}); install "
+                  "the 'train' extra or run without --value-model", file=sys.stderr)
+            return 2
     try:
-        app = create_app(config, policy=policy)
+        app = create_app(config, policy=policy, value=value)
         print(f"jupiter serve: http://{config.host}:{config.port}/ (database {config.db})", file=sys.stderr)
         uvicorn.run(app, host=config.host, port=config.port, log_level="warning", timeout_graceful_shutdown=10)
     except PolicyError as exc:

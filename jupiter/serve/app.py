@@ -42,7 +42,7 @@ from jupiter.serve.metrics import MetricsSnapshot, render_metrics
 from jupiter.serve.scheduler import Scheduler
 from jupiter.serve.store import JobRecord, JobStatus, JobStore
 
-__all__ = ["create_app", "ServerState"]
+__all__ = ["create_app", "ServerState", "load_value"]
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,8 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def _load_value(path: Path) -> Any:
+def load_value(path: Path) -> Any:
+    """The value scorer of a trained value-model folder (imports torch: only with --value-model)."""
     from value_model import ValueScorer  # heavy (torch): only with --value-model
 
     loader = getattr(ValueScorer, "load", None)
@@ -170,7 +171,7 @@ def create_app(config: ServeConfig, policy: Any = None, value: Any = None) -> Fa
 
             policy = load_policy(config.llm)
         if value is None and config.value_model is not None and config.ray_address is None:
-            value = _load_value(config.value_model)
+            value = load_value(config.value_model)
         if config.ray_address is not None:
             _connect_ray(config.ray_address)
         state = ServerState(config, policy, value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import socket
 import subprocess
 import sys
 
@@ -175,6 +176,13 @@ def test_non_loopback_host_needs_a_token(tmp_path):
     bad_profile = subprocess.run(cmd[:-4] + ["--profile", "nope", "--db", str(tmp_path / "db.sqlite")], cwd=REPO,
                                  capture_output=True, text=True, timeout=60)
     assert bad_profile.returncode == 2 and "--profile nope" in bad_profile.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        busy = subprocess.run(cmd[:-4] + ["--port", port, "--db", str(tmp_path / "db.sqlite")], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+    assert busy.returncode == 2 and "cannot listen" in busy.stderr
 
 
 def test_the_sandbox_sees_only_its_own_job(start_server, tmp_path):
