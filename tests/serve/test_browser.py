@@ -106,6 +106,9 @@ def test_submit_watch_the_tree_and_read_the_answer(server: ServerProcess, browse
     _wait(browser, lambda d: "done" in row.text and ANSWER in row.text, timeout=15)
     assert all(not b.get_attribute("disabled") for b in browser.find_elements(By.CSS_SELECTOR, "button.download"))
 
+    # settings folded and the left column at its top: the form and the jobs list both in the picture
+    browser.execute_script("document.getElementById('settings').open = false;"
+                           "document.getElementById('left').scrollTop = 0;")
     shot = tmp_path / "serve.png"
     assert browser.save_screenshot(str(shot))
     assert shot.read_bytes()[:8] == PNG_MAGIC and shot.stat().st_size > 10_000

@@ -174,7 +174,10 @@ async function fetchAnswers(jobs) {
 function shortTime(stamp) {
   if (stamp === null || stamp === undefined) return "";
   const date = typeof stamp === "number" ? new Date(stamp * 1000) : new Date(stamp);
-  return isNaN(date) ? String(stamp) : date.toLocaleTimeString();
+  if (isNaN(date)) return String(stamp);
+  const today = new Date().toDateString() === date.toDateString();
+  const time = date.toTimeString().slice(0, 8);
+  return today ? time : date.toISOString().slice(5, 10) + " " + time.slice(0, 5);
 }
 
 function statusBadge(el, status) {
