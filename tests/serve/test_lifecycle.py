@@ -37,9 +37,21 @@ def test_cancel_running_and_queued_jobs_and_queue_limit(start_server, tmp_path):
     assert gone.status_code == 200 and gone.json()["status"] == "cancelled"
     assert list(server.events(queued))[-1] == ("done", {"status": "cancelled", "answer": None, "error": None})
 
-    stopped = server.delete(f"/v1/tasks/{running}")
-    assert stopped.status_code == 200
+    # a client joining mid-run: the nodes so far (root first), then live ones; cancel while it listens
+    seen: list[tuple[str, dict]] = []
+    before = server.get(f"/v1/tasks/{running}").json()["progress"]["nodes"]
+    for kind, data in server.events(running):
+        seen.append((kind, data))
+        live_nodes = sum(1 for k, _ in seen if k == "node") - before
+        if kind == "iteration" and live_nodes >= 2 and not any(k == "cancelling" for k, _ in seen):
+            seen.append(("cancelling", {}))
+            stopped = server.delete(f"/v1/tasks/{running}")
+            assert stopped.status_code == 200
+    tags = [d["tag"] for k, d in seen if k == "node"]
+    assert tags[0] == "0" and len(tags) == len(set(tags)), "every node once, root first"
+    assert seen[-1] == ("done", {"status": "cancelled", "answer": seen[-1][1]["answer"], "error": None})
     job = server.wait(running)
+    assert len(tags) == job["progress"]["nodes"]
     assert job["status"] == "cancelled"
     assert job["result"]["interrupted"] is True
     assert job["progress"]["iterations"] < LONG["iterations"]
