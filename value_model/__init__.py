@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from value_model.config import ConfigError, ModelConfig, TemplateName, TrainConfig
+from value_model.config import TRAIN_PROFILES, ConfigError, ModelConfig, TemplateName, TrainConfig, train_profile
 from value_model.extract import ExtractConfig, ExtractError, Sample, extract_samples, read_samples, write_samples
 from value_model.truncate import PreparedPath, path_key, prepare_path, truncate_messages
 
@@ -21,6 +21,8 @@ __all__ = [
     "ConfigError",
     "ModelConfig",
     "TrainConfig",
+    "TRAIN_PROFILES",
+    "train_profile",
     "TemplateName",
     "ExtractConfig",
     "ExtractError",

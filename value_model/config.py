@@ -16,6 +16,10 @@ __all__ = [
     "TemplateName",
     "ModelConfig",
     "TrainConfig",
+    "TRAIN_PROFILES",
+    "TRAIN_SOURCES",
+    "DEFAULT_TRAIN_PROFILE",
+    "train_profile",
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_LORA_TARGETS",
 ]
@@ -113,22 +117,34 @@ class ModelConfig:
         return cls(**values)
 
 
+#: Where the training defaults come from. "paper": the seed paper's value-model training setup (as issue 12
+#: quotes it: 3 epochs, batch size 4, learning rate 1e-4, 100 warm-up steps, weight decay 0.01, clipping 1.0);
+#: "reference code": the authors' mcts_search/value_model/train.py (HF Trainer: per-device batch 1 x 4
+#: accumulation, warmup_steps=100, weight_decay=0.01, max_grad_norm=1.0, 3 epochs, lr 1e-4, linear decay).
+_REF_TRAINER = "reference code mcts_search/value_model/train.py"
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """One training run. Sizes are in samples (paths) and optimizer steps unless said otherwise."""
+    """One training run. Sizes are in samples (paths) and optimizer steps unless said otherwise.
 
-    epochs: int = 2
-    batch_size: int = 4  # paths per forward pass
-    grad_accumulation: int = 4  # forward passes per optimizer step
-    learning_rate: float = 1e-4
-    head_learning_rate: float | None = None  # defaults to learning_rate; the fresh head often wants more
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.05  # fraction of all optimizer steps spent warming the LR up linearly
-    max_grad_norm: float = 1.0
-    eval_fraction: float = 0.1  # held-out share of the samples (split by sample, seeded)
-    gradient_checkpointing: bool = True
-    length_grouping: bool = True  # batch paths of similar length: padding costs compute
-    checkpoint_every: int = 0  # optimizer steps between resumable checkpoints (0: only at each epoch end)
+    The defaults are the paper's (``TRAIN_PROFILES["paper"]``); one optimizer step sees
+    ``batch_size * grad_accumulation`` paths, and a run makes ``epochs * ceil(batches / grad_accumulation)``
+    steps (``value_model.train.training_schedule``).
+    """
+
+    epochs: int = 3  # paper: 3 epochs (reference code: num_train_epochs=3)
+    batch_size: int = 4  # paper: batch size 4 (reference code: 1 per device x 4 accumulation: same steps)
+    grad_accumulation: int = 1  # paper: batch size 4 is one optimizer step (see batch_size)
+    learning_rate: float = 1e-4  # paper: learning rate 1e-4 (reference code: learning_rate 1e-4)
+    head_learning_rate: float | None = None  # ours: defaults to learning_rate; short runs may give the head more
+    weight_decay: float = 0.01  # paper: weight decay 0.01 (reference code: weight_decay=0.01, AdamW)
+    warmup_steps: int = 100  # paper: 100 linear warm-up steps (reference code: warmup_steps=100), then linear decay
+    max_grad_norm: float = 1.0  # paper: gradient clipping 1.0 (reference code: max_grad_norm=1.0)
+    eval_fraction: float = 0.1  # ours: held-out share of the samples (split by sample, seeded)
+    gradient_checkpointing: bool = True  # reference code: gradient_checkpointing=True
+    length_grouping: bool = True  # ours: batch paths of similar length: padding costs compute
+    checkpoint_every: int = 0  # ours: optimizer steps between resumable checkpoints (0: only at each epoch end)
     seed: int = 0
     device: str | None = None  # "cpu", "cuda", "cuda:1", ...; None picks cuda when available
     progress: bool = True  # tqdm bar on stderr
@@ -139,17 +155,58 @@ class TrainConfig:
         for name in ("epochs", "batch_size", "grad_accumulation"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value > 0, owner, name, f"must be a positive int, got {value!r}")
-        for name in ("checkpoint_every", "max_steps"):
+        for name in ("checkpoint_every", "max_steps", "warmup_steps"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 0, owner, name, f"must be an int >= 0, got {value!r}")
         _check(self.learning_rate > 0, owner, "learning_rate", f"must be > 0, got {self.learning_rate!r}")
         _check(self.head_learning_rate is None or self.head_learning_rate > 0, owner, "head_learning_rate",
                f"must be > 0 or None, got {self.head_learning_rate!r}")
         _check(self.weight_decay >= 0, owner, "weight_decay", f"must be >= 0, got {self.weight_decay!r}")
-        _check(0.0 <= self.warmup_ratio < 1.0, owner, "warmup_ratio", f"must be in [0, 1), got {self.warmup_ratio!r}")
         _check(self.max_grad_norm > 0, owner, "max_grad_norm", f"must be > 0, got {self.max_grad_norm!r}")
         _check(0.0 <= self.eval_fraction < 1.0, owner, "eval_fraction",
                f"must be in [0, 1), got {self.eval_fraction!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"TrainConfig: unknown field(s) {unknown}")
+        return cls(**dict(data))
+
+
+#: Named training settings. ``paper`` (the default of ``jupiter value train``) is the paper's setup; ``cpu-small``
+#: is what the learning test shows working on 2 CPU cores with the tiny backbone and a few dozen paths (a fresh
+#: head needs a larger step there, and 100 warm-up steps would be the whole run).
+TRAIN_PROFILES: dict[str, TrainConfig] = {
+    "paper": TrainConfig(),
+    "cpu-small": TrainConfig(epochs=10, batch_size=4, grad_accumulation=1, learning_rate=1e-3,
+                             head_learning_rate=1e-3, warmup_steps=4, gradient_checkpointing=False),
+}
+DEFAULT_TRAIN_PROFILE = "paper"
+
+#: Source of each paper-fixed training default (printed by ``jupiter value train --print-config``).
+TRAIN_SOURCES: dict[str, str] = {
+    "epochs": "paper (3 epochs); " + _REF_TRAINER + ": num_train_epochs=3",
+    "batch_size": "paper (batch size 4); " + _REF_TRAINER + ": 1 per device x gradient_accumulation_steps=4",
+    "grad_accumulation": "paper (batch size 4 = one optimizer step)",
+    "learning_rate": "paper (1e-4); " + _REF_TRAINER + ": learning_rate=1e-4",
+    "weight_decay": "paper (0.01); " + _REF_TRAINER + ": weight_decay=0.01",
+    "warmup_steps": "paper (100 warm-up steps, linear); " + _REF_TRAINER + ": warmup_steps=100",
+    "max_grad_norm": "paper (clipping 1.0); " + _REF_TRAINER + ": max_grad_norm=1.0",
+    "gradient_checkpointing": _REF_TRAINER + ": gradient_checkpointing=True",
+}
+
+
+def train_profile(name: str, **overrides: Any) -> TrainConfig:
+    """The ``TrainConfig`` of profile ``name`` with ``overrides`` applied (None values are ignored)."""
+    if name not in TRAIN_PROFILES:
+        raise ConfigError(f"TrainConfig profile: unknown {name!r}; known: {sorted(TRAIN_PROFILES)}")
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return dataclasses.replace(TRAIN_PROFILES[name], **changes)
+    except TypeError as exc:
+        raise ConfigError(f"TrainConfig: {exc}") from None

@@ -15,6 +15,7 @@ safetensors) and ``value_head.safetensors``. Loading needs only this module, nev
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -71,6 +72,14 @@ def pick_dtype(device: torch.device) -> torch.dtype:
 
 
 def load_tokenizer(backbone: str) -> Any:
+    """The backbone's tokenizer (pad = eos when it has none). Loaded once per process and backbone path:
+    a 262k-token vocabulary takes seconds to parse, and training, scoring and every scorer need the same one.
+    The shared object is only ever used to encode (no truncation/padding state is set on it)."""
+    return _load_tokenizer(str(backbone))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_tokenizer(backbone: str) -> Any:
     from transformers import AutoTokenizer
 
     try:

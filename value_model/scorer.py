@@ -6,12 +6,17 @@ are sorted by length so each batch pads little, and run under ``torch.inference_
 by a hash of the path's rendered text: the search asks for the same node again (e.g. after a rerun or across
 trees of one task sharing a prefix path), and a hit costs no tokenizer or model call.
 
+A value that is not a finite number (NaN: e.g. an overflow in a bf16 forward pass) is returned as NaN, never
+clamped into [-1, 1] or replaced by a number: the search treats NaN as "no estimate". Such values are logged,
+counted (``CacheStats.invalid``) and not cached.
+
 The class has a plain constructor, so it can also be a Ray actor: ``ray.remote(ValueScorer).remote(dir)``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -35,6 +40,7 @@ class CacheStats:
     hits: int
     misses: int
     size: int
+    invalid: int = 0  # scored paths whose value was not a finite number (returned as NaN)
 
 
 class ValueScorer:
@@ -59,6 +65,7 @@ class ValueScorer:
         self._cache: OrderedDict[str, float] = OrderedDict()
         self._hits = 0
         self._misses = 0
+        self._invalid = 0
         self._lock = threading.Lock()
 
     @classmethod
@@ -67,7 +74,8 @@ class ValueScorer:
         return cls(directory, device=device, **options)
 
     def evaluate(self, histories: list[list[Message]]) -> list[float]:
-        """One value in [-1, 1] per history (a list of chat messages), in input order."""
+        """One value in [-1, 1] per history (a list of chat messages), in input order; NaN where the model
+        gave no finite number (see the module docstring)."""
         with self._lock:
             keys = [path_key(h, self.template) for h in histories]
             todo: dict[str, Sequence[Message]] = {}
@@ -82,8 +90,14 @@ class ValueScorer:
                     self._hits += 1  # a duplicate within this batch is scored once
             fresh = self._score(list(todo.values())) if todo else []
             results = dict(zip(todo.keys(), fresh))
+            invalid = [key for key, value in results.items() if math.isnan(value)]
+            if invalid:
+                self._invalid += len(invalid)
+                log.warning("value model: %d of %d path(s) got a non-finite value (returned as NaN, not cached)",
+                            len(invalid), len(results))
             for key, value in results.items():
-                self._remember(key, value)
+                if not math.isnan(value):
+                    self._remember(key, value)
             return [results[k] if k in results else self._cache[k] for k in keys]
 
     def _score(self, histories: Sequence[Sequence[Message]]) -> list[float]:
@@ -92,7 +106,9 @@ class ValueScorer:
 
     @torch.inference_mode()
     def score_token_ids(self, sequences: Sequence[Sequence[int]]) -> list[float]:
-        """Score already-encoded paths (no cache), in input order."""
+        """Score already-encoded paths (no cache), in input order: values in [-1, 1], or NaN where the model's
+        output is not a finite number (``clamp`` would keep NaN but turn an infinity into ±1: never a number
+        the search would trust)."""
         lengths = [len(s) for s in sequences]
         if self.sort_by_length:
             batches = sorted_batches(lengths, self.batch_size)
@@ -102,7 +118,8 @@ class ValueScorer:
         values = [0.0] * len(sequences)
         for batch in batches:
             input_ids, mask = collate([sequences[i] for i in batch], self.pad_id)
-            out = self.model(input_ids.to(self.device), mask.to(self.device)).float().clamp(-1.0, 1.0).cpu()
+            out = self.model(input_ids.to(self.device), mask.to(self.device)).float().cpu()
+            out = torch.where(torch.isfinite(out), out.clamp(-1.0, 1.0), torch.full_like(out, float("nan")))
             for i, v in zip(batch, out.tolist()):
                 values[i] = float(v)
         return values
@@ -116,7 +133,7 @@ class ValueScorer:
             self._cache.popitem(last=False)
 
     def cache_stats(self) -> CacheStats:
-        return CacheStats(hits=self._hits, misses=self._misses, size=len(self._cache))
+        return CacheStats(hits=self._hits, misses=self._misses, size=len(self._cache), invalid=self._invalid)
 
     def clear_cache(self) -> None:
         with self._lock:

@@ -1,8 +1,9 @@
 """Training the value model: LoRA + head regression of Q on paths, with resumable checkpoints.
 
 Loss: mean squared error between the predicted value and the sample's Q. AdamW over the LoRA and head
-parameters only (the backbone stays frozen), linear warm-up then linear decay, gradient accumulation,
-gradient clipping, length-grouped batches with per-batch padding, optional gradient checkpointing. Every
+parameters only (the backbone stays frozen; weight decay on matrices, not on biases, as the reference code's
+Hugging Face Trainer does), ``warmup_steps`` of linear warm-up then linear decay to 0 at the last step,
+gradient accumulation, gradient clipping at ``max_grad_norm``, length-grouped batches with per-batch padding, optional gradient checkpointing. Every
 epoch ends with an evaluation on the held-out split (MSE and Spearman), logged and written to
 ``<out>/metrics.json``; the run before any step is evaluated too (epoch 0), so the gain is visible.
 
@@ -30,8 +31,8 @@ from value_model.extract import Sample
 from value_model.metrics import mse, spearman
 from value_model.model import ADAPTER_DIR, HEAD_FILE, ValueModel, load_tokenizer, pick_device
 
-__all__ = ["EpochMetrics", "TrainResult", "split_samples", "evaluate_encoded", "train_value_model",
-           "latest_checkpoint"]
+__all__ = ["EpochMetrics", "TrainResult", "Schedule", "training_schedule", "lr_factor", "split_samples",
+           "evaluate_encoded", "train_value_model", "latest_checkpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,37 @@ class TrainResult:
     train_samples: int
     eval_samples: int
     resumed_from: int | None  # optimizer step of the checkpoint resumed from
+    learning_rates: tuple[float, ...] = ()  # LoRA learning rate used at each optimizer step of this call
+    grad_norms: tuple[float, ...] = ()  # gradient norm before clipping at each optimizer step of this call
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How many optimizer steps a run makes, and how many of them warm the learning rate up."""
+
+    steps_per_epoch: int
+    total_steps: int
+    warmup_steps: int
+
+
+def training_schedule(train_samples: int, config: TrainConfig) -> Schedule:
+    """Optimizer steps for ``train_samples`` paths: ``ceil(ceil(n / batch_size) / grad_accumulation)`` per epoch
+    (a last partial accumulation still steps), times ``epochs``, capped by ``max_steps``."""
+    batches = math.ceil(train_samples / config.batch_size)
+    per_epoch = math.ceil(batches / config.grad_accumulation)
+    total = per_epoch * config.epochs
+    if config.max_steps:
+        total = min(total, config.max_steps)
+    return Schedule(per_epoch, total, config.warmup_steps)
+
+
+def lr_factor(step: int, warmup: int, total: int) -> float:
+    """Multiplier of the peak learning rate at optimizer step ``step`` (0-based): linear warm-up over ``warmup``
+    steps ((step + 1) / warmup, so the first step already learns), then linear decay to 0 at ``total``.
+    When ``warmup >= total`` (short runs) the rate only rises, as Hugging Face's linear schedule does."""
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    return max(0.0, (total - step) / max(1, total - warmup))
 
 
 def split_samples(samples: Sequence[Sample], eval_fraction: float, seed: int) -> tuple[list[Sample], list[Sample]]:
@@ -133,13 +165,13 @@ def _train(samples: Sequence[Sample], model_config: ModelConfig, config: TrainCo
         model.lm.enable_input_require_grads()
     model.train()
     optimizer = _optimizer(model, config)
-    batches_per_epoch = math.ceil(len(train_enc) / config.batch_size)
-    steps_per_epoch = math.ceil(batches_per_epoch / config.grad_accumulation)
-    total_steps = steps_per_epoch * config.epochs
-    if config.max_steps:
-        total_steps = min(total_steps, config.max_steps)
-    warmup = int(round(config.warmup_ratio * total_steps))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _lr_factor(s, warmup, total_steps))
+    schedule = training_schedule(len(train_enc), config)
+    total_steps, warmup = schedule.total_steps, schedule.warmup_steps
+    log.info("value training: %d optimizer steps (%d per epoch), %d warm-up", total_steps,
+             schedule.steps_per_epoch, warmup)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, warmup, total_steps))
+    learning_rates: list[float] = []
+    grad_norms: list[float] = []
 
     step, start_epoch, start_batch, history, resumed_from = 0, 0, 0, [], None
     checkpoint = latest_checkpoint(output_dir) if resume else None
@@ -169,7 +201,10 @@ def _train(samples: Sequence[Sample], model_config: ModelConfig, config: TrainCo
             pending += 1
             if pending < config.grad_accumulation and index + 1 < len(batches):
                 continue
-            torch.nn.utils.clip_grad_norm_([p for _, p in model.trainable_named_parameters()], config.max_grad_norm)
+            norm = torch.nn.utils.clip_grad_norm_([p for _, p in model.trainable_named_parameters()],
+                                                  config.max_grad_norm)
+            grad_norms.append(float(norm))
+            learning_rates.append(float(optimizer.param_groups[0]["lr"]))
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
@@ -196,27 +231,23 @@ def _train(samples: Sequence[Sample], model_config: ModelConfig, config: TrainCo
                "eval_samples": len(eval_enc), "steps": step, "train_config": config.to_dict()}
     (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     return TrainResult(output_dir=output_dir, history=tuple(history), steps=step, train_samples=len(train_enc),
-                       eval_samples=len(eval_enc), resumed_from=resumed_from)
-
-
-def _lr_factor(step: int, warmup: int, total: int) -> float:
-    if warmup and step < warmup:
-        return (step + 1) / warmup
-    return max(0.0, (total - step) / max(1, total - warmup))
+                       eval_samples=len(eval_enc), resumed_from=resumed_from,
+                       learning_rates=tuple(learning_rates), grad_norms=tuple(grad_norms))
 
 
 def _optimizer(model: ValueModel, config: TrainConfig) -> torch.optim.Optimizer:
-    decay, no_decay, head = [], [], []
+    decay, no_decay, head_decay, head_no_decay = [], [], [], []
     for name, parameter in model.trainable_named_parameters():
-        if name.startswith("head."):
-            head.append(parameter)
-        elif parameter.ndim < 2:
-            no_decay.append(parameter)
+        is_head = name.startswith("head.")
+        if parameter.ndim < 2:  # biases (and norms): never decayed
+            (head_no_decay if is_head else no_decay).append(parameter)
         else:
-            decay.append(parameter)
+            (head_decay if is_head else decay).append(parameter)
+    head_lr = config.head_learning_rate or config.learning_rate
     groups = [{"params": decay, "weight_decay": config.weight_decay},
               {"params": no_decay, "weight_decay": 0.0},
-              {"params": head, "weight_decay": 0.0, "lr": config.head_learning_rate or config.learning_rate}]
+              {"params": head_decay, "weight_decay": config.weight_decay, "lr": head_lr},
+              {"params": head_no_decay, "weight_decay": 0.0, "lr": head_lr}]
     return torch.optim.AdamW([g for g in groups if g["params"]], lr=config.learning_rate)
 
 

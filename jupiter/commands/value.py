@@ -39,28 +39,36 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     tr = inner.add_parser("train", help="train LoRA + value head on extracted samples",
                           formatter_class=HelpFormatter)
-    tr.add_argument("samples", type=Path, help="JSONL from 'jupiter value extract'")
+    tr.add_argument("samples", type=Path, nargs="?", help="JSONL from 'jupiter value extract'")
     tr.add_argument("--base", default="default", help="backbone: Hugging Face folder, or 'default' (Gemma 3 270M)")
-    tr.add_argument("--out", type=Path, required=True, help="output folder (model, checkpoints, metrics.json)")
-    tr.add_argument("--epochs", type=int, default=2)
-    tr.add_argument("--batch-size", type=int, default=4)
-    tr.add_argument("--grad-accum", type=int, default=4)
-    tr.add_argument("--lr", type=float, default=1e-4)
+    tr.add_argument("--out", type=Path, help="output folder (model, checkpoints, metrics.json); required to train")
+    from value_model.config import DEFAULT_TRAIN_PROFILE, TRAIN_PROFILES
+
+    tr.add_argument("--profile", default=DEFAULT_TRAIN_PROFILE, choices=sorted(TRAIN_PROFILES),
+                    help="training settings: 'paper' (3 epochs, batch 4, lr 1e-4, 100 warm-up steps, weight "
+                         "decay 0.01, clipping 1.0) or 'cpu-small' (tiny CPU runs); the flags below override it")
+    tr.add_argument("--print-config", action="store_true",
+                    help="print the resolved training configuration as JSON and exit")
+    tr.add_argument("--epochs", type=int, default=None)
+    tr.add_argument("--batch-size", type=int, default=None, help="paths per forward pass")
+    tr.add_argument("--grad-accum", type=int, default=None, help="forward passes per optimizer step")
+    tr.add_argument("--lr", type=float, default=None)
     tr.add_argument("--head-lr", type=float, default=None)
-    tr.add_argument("--weight-decay", type=float, default=0.01)
-    tr.add_argument("--warmup-ratio", type=float, default=0.05)
-    tr.add_argument("--eval-fraction", type=float, default=0.1)
+    tr.add_argument("--weight-decay", type=float, default=None)
+    tr.add_argument("--warmup-steps", type=int, default=None, help="optimizer steps of linear warm-up")
+    tr.add_argument("--max-grad-norm", type=float, default=None, help="gradient clipping norm")
+    tr.add_argument("--eval-fraction", type=float, default=None)
     tr.add_argument("--max-tokens", type=int, default=8000, help="token budget of one path")
     tr.add_argument("--lora-r", type=int, default=8)
     tr.add_argument("--lora-alpha", type=int, default=32)
     tr.add_argument("--lora-dropout", type=float, default=0.1)
     tr.add_argument("--template", default="gemma", choices=["gemma", "chatml"])
-    tr.add_argument("--checkpoint-every", type=int, default=0, help="optimizer steps between checkpoints")
-    tr.add_argument("--max-steps", type=int, default=0)
+    tr.add_argument("--checkpoint-every", type=int, default=None, help="optimizer steps between checkpoints")
+    tr.add_argument("--max-steps", type=int, default=None)
     tr.add_argument("--no-gradient-checkpointing", action="store_true")
     tr.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     tr.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
-    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--seed", type=int, default=None)
     tr.set_defaults(handler=run_train)
 
     sc = inner.add_parser("score", help="score states (JSONL of {messages: [...]}) with a trained model",
@@ -100,19 +108,44 @@ def run_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_config(args: argparse.Namespace):
+    """The profile's ``TrainConfig`` with the flags the user gave on top (ConfigError names a bad field)."""
+    from value_model.config import train_profile
+
+    return train_profile(
+        args.profile, epochs=args.epochs, batch_size=args.batch_size, grad_accumulation=args.grad_accum,
+        learning_rate=args.lr, head_learning_rate=args.head_lr, weight_decay=args.weight_decay,
+        warmup_steps=args.warmup_steps, max_grad_norm=args.max_grad_norm, eval_fraction=args.eval_fraction,
+        gradient_checkpointing=False if args.no_gradient_checkpointing else None,
+        checkpoint_every=args.checkpoint_every, max_steps=args.max_steps, seed=args.seed, device=args.device)
+
+
+def _print_config(args: argparse.Namespace, train_config) -> int:
+    from value_model.config import TRAIN_SOURCES
+
+    print(json.dumps({"profile": args.profile, "train": train_config.to_dict(),
+                      "model": {"base": args.base, "lora_r": args.lora_r, "lora_alpha": args.lora_alpha,
+                                "lora_dropout": args.lora_dropout, "max_tokens": args.max_tokens,
+                                "template": args.template},
+                      "sources": TRAIN_SOURCES if args.profile == "paper" else {}}, indent=2))
+    return 0
+
+
 def run_train(args: argparse.Namespace) -> int:
-    from value_model.config import ConfigError, ModelConfig, TrainConfig
+    from value_model.config import ConfigError, ModelConfig
     from value_model.extract import ExtractError, read_samples
 
+    try:
+        train_config = _train_config(args)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    if args.print_config:
+        return _print_config(args, train_config)
+    if args.samples is None or args.out is None:
+        return _fail("value train: needs SAMPLES and --out (or --print-config)")
     check_output_folder(args.out)  # resumable from its checkpoints, but it must be a writable folder
     try:
         samples = read_samples(args.samples)
-        train_config = TrainConfig(
-            epochs=args.epochs, batch_size=args.batch_size, grad_accumulation=args.grad_accum,
-            learning_rate=args.lr, head_learning_rate=args.head_lr, weight_decay=args.weight_decay,
-            warmup_ratio=args.warmup_ratio, eval_fraction=args.eval_fraction,
-            gradient_checkpointing=not args.no_gradient_checkpointing, checkpoint_every=args.checkpoint_every,
-            max_steps=args.max_steps, seed=args.seed, device=args.device, progress=True)
     except (ConfigError, ExtractError) as exc:
         return _fail(str(exc))
     from value_model.model import ModelLoadError, resolve_backbone

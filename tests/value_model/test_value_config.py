@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from value_model.config import ConfigError, ModelConfig, TemplateName, TrainConfig
+import json
+from pathlib import Path
+
+from value_model.config import (DEFAULT_TRAIN_PROFILE, TRAIN_PROFILES, ConfigError, ModelConfig, TemplateName,
+                                TrainConfig, train_profile)
 
 
 @pytest.mark.parametrize("field, value", [("epochs", 0), ("batch_size", -1), ("grad_accumulation", 0),
-                                          ("learning_rate", 0.0), ("warmup_ratio", 1.0), ("eval_fraction", 1.5),
+                                          ("learning_rate", 0.0), ("warmup_steps", -1), ("max_grad_norm", 0.0), ("eval_fraction", 1.5),
                                           ("weight_decay", -0.1), ("max_steps", -1), ("head_learning_rate", 0.0)])
 def test_train_config_names_the_bad_field(field: str, value) -> None:
     with pytest.raises(ConfigError, match=f"TrainConfig.{field}"):
@@ -35,3 +39,53 @@ def test_defaults_follow_the_issue() -> None:
     config = ModelConfig(backbone="/m")
     assert (config.lora_r, config.lora_alpha, config.lora_dropout, config.max_tokens) == (8, 32, 0.1, 8000)
     assert {"q_proj", "v_proj", "up_proj", "down_proj"} <= set(config.lora_targets)
+
+
+def test_training_defaults_are_the_papers() -> None:
+    """Issue 12 item 10: 3 epochs, batch size 4, lr 1e-4, 100 warm-up steps, weight decay 0.01, clipping 1.0."""
+    config = TrainConfig()
+    assert (config.epochs, config.batch_size * config.grad_accumulation, config.learning_rate) == (3, 4, 1e-4)
+    assert (config.warmup_steps, config.weight_decay, config.max_grad_norm) == (100, 0.01, 1.0)
+    assert DEFAULT_TRAIN_PROFILE == "paper" and TRAIN_PROFILES["paper"] == config
+    source = (Path(__file__).parents[2] / "value_model" / "config.py").read_text()
+    for field in ("epochs", "batch_size", "learning_rate", "weight_decay", "warmup_steps", "max_grad_norm"):
+        line = next(l for l in source.splitlines() if l.strip().startswith(f"{field}: "))
+        assert "# paper" in line, line  # each paper default says where it comes from
+
+
+def test_paper_defaults_give_the_papers_number_of_optimizer_steps() -> None:
+    from value_model.train import lr_factor, training_schedule
+
+    schedule = training_schedule(1000, TrainConfig())
+    assert (schedule.steps_per_epoch, schedule.total_steps, schedule.warmup_steps) == (250, 750, 100)
+    factors = [lr_factor(s, 100, 750) for s in range(750)]
+    assert factors[0] == 0.01 and factors[99] == 1.0 and factors[100] == 1.0
+    assert all(a < b for a, b in zip(factors[:100], factors[1:100]))  # linear warm-up
+    assert all(a > b for a, b in zip(factors[100:], factors[101:])) and factors[-1] == 1 / 650  # linear decay
+
+
+def test_profiles_and_overrides() -> None:
+    assert train_profile("paper", learning_rate=None) == TrainConfig()
+    assert train_profile("cpu-small", epochs=2).epochs == 2
+    with pytest.raises(ConfigError, match="unknown 'nope'"):
+        train_profile("nope")
+    with pytest.raises(ConfigError, match="TrainConfig.warmup_steps"):
+        train_profile("paper", warmup_steps=-5)
+    assert TrainConfig.from_dict(TrainConfig().to_dict()) == TrainConfig()
+
+
+def test_cli_prints_the_resolved_training_config(capsys) -> None:
+    from jupiter.cli import main
+
+    assert main(["value", "train", "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["profile"] == "paper" and TrainConfig.from_dict(printed["train"]) == TrainConfig()
+    assert "paper" in printed["sources"]["warmup_steps"]
+    assert main(["value", "train", "--profile", "cpu-small", "--lr", "5e-4", "--print-config"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["train"]["learning_rate"] == 5e-4 and printed["train"]["epochs"] == 10
+    assert main(["value", "train", "--print-config", "--warmup-steps", "-1"]) == 2
+    assert "TrainConfig.warmup_steps" in capsys.readouterr().err
+    assert main(["value", "train", "--print-config", "--profile", "paper", "--grad-accum", "4",
+                 "--batch-size", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["train"]["grad_accumulation"] == 4

@@ -31,7 +31,7 @@ def test_held_out_mse_halves_and_ranking_is_learned(backbone: str, tmp_path: Pat
     samples = learnable_samples()
     model_config = ModelConfig(backbone=backbone, max_tokens=512, lora_layers=(15, 16, 17))
     config = TrainConfig(epochs=10, batch_size=4, grad_accumulation=1, learning_rate=1e-3, head_learning_rate=1e-3,
-                         eval_fraction=1 / 3, gradient_checkpointing=False, warmup_ratio=0.1, seed=0,
+                         eval_fraction=1 / 3, gradient_checkpointing=False, warmup_steps=4, seed=0,
                          progress=False, device="cpu")
     result = train_value_model(samples, model_config, config, tmp_path / "model")
     first, last = result.history[0], result.history[-1]

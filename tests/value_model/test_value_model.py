@@ -38,7 +38,7 @@ def _samples() -> list[Sample]:
 
 def _train_config(**changes) -> TrainConfig:
     values = dict(epochs=1, batch_size=2, grad_accumulation=1, learning_rate=1e-3, head_learning_rate=1e-3,
-                  eval_fraction=0.0, gradient_checkpointing=True, warmup_ratio=0.0, progress=False, device="cpu")
+                  eval_fraction=0.0, gradient_checkpointing=True, warmup_steps=0, progress=False, device="cpu")
     values.update(changes)
     return TrainConfig(**values)
 
@@ -169,3 +169,83 @@ def test_head_centers_in_training_and_freezes_in_eval() -> None:
     # padding never counts in the mean
     hidden = torch.tensor([[[1.0], [3.0], [100.0]]])
     assert mean_pool(hidden, torch.tensor([[1, 1, 0]])).tolist() == [[2.0]]
+
+
+def _tiny_value_model(config: ModelConfig):
+    """A real (random, 1-layer, 16-wide) Gemma 3 decoder with LoRA and a value head, on the real tokenizer."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from value_model.model import ValueHead, ValueModel, load_tokenizer
+
+    vocab = len(load_tokenizer(config.backbone))
+    torch.manual_seed(0)
+    lm = Gemma3ForCausalLM(Gemma3TextConfig(vocab_size=vocab, hidden_size=16, intermediate_size=32,
+                                            num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                            head_dim=8))
+    for parameter in lm.parameters():
+        parameter.requires_grad_(False)
+    peft_model = get_peft_model(lm, LoraConfig(r=2, lora_alpha=4, target_modules=list(config.lora_targets)))
+    return ValueModel(lm, peft_model, ValueHead(16), config)
+
+
+def test_the_trainer_applies_steps_warmup_decay_clipping_and_weight_decay(backbone: str, tmp_path: Path,
+                                                                         monkeypatch) -> None:
+    """Issue 12 item 10: optimizer steps = epochs x ceil(batches / accumulation); the LR warms up linearly over
+    ``warmup_steps`` and decays linearly; every step clips at ``max_grad_norm``; AdamW decays the matrices."""
+    from value_model.train import lr_factor, train_value_model, training_schedule
+
+    clips: list[float] = []
+    real_clip = torch.nn.utils.clip_grad_norm_
+
+    def spy(parameters, max_norm, *args, **kwargs):
+        clips.append(max_norm)
+        return real_clip(parameters, max_norm, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    config = _train_config(epochs=3, batch_size=1, grad_accumulation=2, warmup_steps=2, max_grad_norm=0.5,
+                           gradient_checkpointing=False, weight_decay=0.01)
+    out = tmp_path / "run"
+    model_config = ModelConfig(backbone=backbone, max_tokens=128, lora_targets=("q_proj", "v_proj"))
+    model = _tiny_value_model(model_config)  # the trainer's logic, not the backbone's size, is under test
+    result = train_value_model(_samples(), model_config, config, out, model=model)
+    schedule = training_schedule(4, config)
+    assert (schedule.steps_per_epoch, schedule.total_steps, schedule.warmup_steps) == (2, 6, 2)
+    assert result.steps == 6 and len(result.learning_rates) == 6
+    expected = [1e-3 * lr_factor(s, 2, 6) for s in range(6)]
+    assert result.learning_rates == pytest.approx(expected)
+    assert result.learning_rates == pytest.approx([5e-4, 1e-3, 1e-3, 7.5e-4, 5e-4, 2.5e-4])
+    assert clips == [0.5] * 6 and len(result.grad_norms) == 6
+    state = torch.load(out / "checkpoints" / "step-000006" / "trainer_state.pt", weights_only=False)
+    decays = sorted(g["weight_decay"] for g in state["optimizer"]["param_groups"])
+    assert decays[-1] == 0.01 and decays[0] == 0.0  # matrices decayed (LoRA and head), biases not
+    assert state["scheduler"]["last_epoch"] == 6
+
+
+def test_a_non_finite_value_comes_out_as_nan_and_is_not_cached(scorer, monkeypatch) -> None:
+    """A NaN (or infinite) model output must never reach the search as a number: NaN out, every time."""
+    import math
+
+    real_forward = scorer.model.forward
+
+    def broken(input_ids, attention_mask):
+        values = real_forward(input_ids, attention_mask).clone()
+        values[0] = float("nan")
+        if len(values) > 1:
+            values[1] = float("inf")  # clamp would turn this into 1.0
+        return values
+
+    scorer.clear_cache()
+    size_before, invalid_before = scorer.cache_stats().size, scorer.cache_stats().invalid
+    monkeypatch.setattr(scorer.model, "forward", broken)
+    scorer.batch_size = 8
+    values = scorer.evaluate(HISTORIES)  # one batch, longest path first
+    assert sum(math.isnan(v) for v in values) == 2
+    assert all(-1.0 <= v <= 1.0 for v in values if not math.isnan(v))
+    stats = scorer.cache_stats()
+    assert stats.invalid - invalid_before == 2 and stats.size - size_before == 2  # the NaNs are not cached
+    again = scorer.evaluate(HISTORIES)
+    assert [math.isnan(v) for v in again] == [math.isnan(v) for v in values]
+    monkeypatch.undo()
+    scorer.clear_cache()
+    assert not any(math.isnan(v) for v in scorer.evaluate(HISTORIES))
