@@ -106,6 +106,16 @@ def test_submit_watch_the_tree_and_read_the_answer(server: ServerProcess, browse
     _wait(browser, lambda d: "done" in row.text and ANSWER in row.text, timeout=15)
     assert all(not b.get_attribute("disabled") for b in browser.find_elements(By.CSS_SELECTOR, "button.download"))
 
+    # a download button saves the file (fetched with the token header, when there is one)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    browser.find_element(By.CSS_SELECTOR, "button.download[data-name='solution.ipynb']").click()
+    _wait(browser, lambda d: [p for p in downloads.glob("*-solution.ipynb")], timeout=20,
+          message="solution.ipynb was not downloaded")
+    notebook = json.loads(next(downloads.glob("*-solution.ipynb")).read_text())
+    assert notebook["nbformat"] == 4 and notebook["cells"]
+
     # settings folded and the left column at its top: the form and the jobs list both in the picture
     browser.execute_script("document.getElementById('settings').open = false;"
                            "document.getElementById('left').scrollTop = 0;")
@@ -138,6 +148,24 @@ def test_model_and_user_text_is_shown_as_text_never_as_markup(server: ServerProc
     _wait(browser, lambda d: d.find_element(By.ID, "job-status").text in ("done", "failed", "cancelled"))
     assert browser.execute_script("return window.__pwned === undefined")
     assert not browser.find_elements(By.CSS_SELECTOR, "#job-question img, #jobs img, #job-question b")
+
+
+def test_cancel_button_ends_the_job(server: ServerProcess, browser) -> None:
+    browser.get(server.url + "/")
+    task = json.loads(EXAMPLE_TASK.read_text())
+    for field in ("question", "constraints", "format"):
+        _fill(browser, field, task[field])
+    browser.find_element(By.ID, "files").send_keys(str((EXAMPLE_DATA / "test_ave.csv").resolve()))
+    browser.find_element(By.CSS_SELECTOR, "#settings summary").click()
+    _fill(browser, "s-iterations", "500")
+    _fill(browser, "s-seed", "7")
+    browser.find_element(By.ID, "submit").click()
+    cancel = _wait(browser, lambda d: d.find_element(By.ID, "cancel") if d.find_element(By.ID, "job").is_displayed()
+                   and d.find_element(By.ID, "job-status").text in ("queued", "running") else False)
+    cancel.click()
+    # cancelled while queued or running; a replay tree may also have run out of moves just before the click
+    _wait(browser, lambda d: d.find_element(By.ID, "job-status").text in ("cancelled", "done"))
+    assert cancel.get_attribute("disabled")
 
 
 def test_bad_input_shows_the_servers_error(server: ServerProcess, browser) -> None:
