@@ -3,7 +3,8 @@
 The task and its data files go up through ``jupiter.client``; progress comes back on the job's event stream
 (a poll of the job takes over if the stream breaks); the outputs land in ``--out`` with the names a local solve
 writes: result.json (the server's result dict), tree.json, solution.ipynb, tree.html. The policy and the value
-model are the server's, so ``--llm``, ``--value-model``, ``--cell-timeout`` and ``--ray`` are refused here.
+model are the server's, so ``--llm``, ``--value-model``, ``--profile`` (the server's ``--profile`` applies),
+``--cell-timeout``, ``--vote-runs`` and ``--ray`` are refused here.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ log = logging.getLogger(__name__)
 
 #: argparse dest → server settings key (only values the user gave are sent; the server has the defaults)
 _SETTINGS = {"mode": "mode", "iterations": "iterations", "expansions": "expansions", "c_puct": "c_puct",
-             "temperature": "temperature", "max_tokens": "max_tokens", "max_depth": "max_depth", "seed": "seed"}
+             "temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens", "max_depth": "max_depth",
+             "decision": "decision", "seed": "seed"}
 
 
 def remote_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -34,10 +36,21 @@ def remote_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if v is not None}
 
 
+def _default_profile() -> str | None:
+    try:
+        from search.profiles import DEFAULT_PROFILE
+    except ImportError:  # a checkout without profiles
+        return None
+    return str(DEFAULT_PROFILE)
+
+
 def _refuse_local_only(args: argparse.Namespace) -> None:
+    profile = getattr(args, "profile", None)
     given = [flag for flag, bad in (("--llm", getattr(args, "llm", "default") != "default"),
                                     ("--value-model", getattr(args, "value_model", None) is not None),
                                     ("--cell-timeout", getattr(args, "cell_timeout", None) is not None),
+                                    ("--vote-runs", getattr(args, "vote_runs", None) is not None),
+                                    ("--profile", profile is not None and profile != _default_profile()),
                                     ("--ray", bool(getattr(args, "ray", False))))
              if bad]
     if given:

@@ -198,6 +198,19 @@ def test_jupiter_solve_server_writes_the_local_outputs(server: ServerProcess, tm
     assert result["answer"] == ANSWER and result["server"] == server.url and result["job_id"]
 
 
+def test_solve_flags_become_server_settings() -> None:
+    from jupiter.cli import build_parser
+    from jupiter.commands.solve_remote import remote_settings
+
+    args = build_parser(only="solve").parse_args(
+        ["solve", str(EXAMPLE_TASK), "--server", "http://127.0.0.1:8700", "--iterations", "4", "--c-puct", "0.5",
+         "--seed", "3"])
+    settings = remote_settings(args)
+    assert settings["iterations"] == 4 and settings["c_puct"] == 0.5 and settings["seed"] == 3
+    assert "expansions" not in settings and "max_tokens" not in settings  # unset: the server's profile decides
+    assert set(settings) <= set(__import__("jupiter.client").client.SETTINGS_KEYS)
+
+
 def test_jupiter_solve_server_refuses_local_only_flags_and_a_dead_server(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(EXAMPLE_TASK), "--server",
                            "http://127.0.0.1:9", "--llm", "replay:x.json"],
