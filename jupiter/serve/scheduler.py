@@ -1,9 +1,10 @@
 """The driver side of the server: queued jobs go into the batched driver, progress goes to the store and the hub.
 
 One policy (loaded once) serves every job. Jobs run in *lanes*: a lane is one thread running
-``search.driver.solve_many`` for every job whose search settings are equal (the driver takes one
-``SearchConfig`` for all its trees), so the trees of all those jobs share each step's model call. Most jobs
-use the server's defaults and share one lane; a job with other settings gets a lane of its own, idle lanes
+``search.driver.solve_many`` for every job whose search settings are equal apart from the iteration budget
+(the driver takes one ``SearchConfig`` for all its trees; each job's own budget ends its tree through the
+``stop`` hook), so the trees of all those jobs share each step's model call. Most jobs use the server's
+defaults and share one lane; a job with other settings (or another seed) gets a lane of its own, idle lanes
 end after a minute. Policy calls of different lanes are serialised (one model). At most ``max_trees`` trees
 run at once over all lanes; the rest wait queued.
 
@@ -20,6 +21,7 @@ the next step; its partial tree is kept. On shutdown every tree is stopped and i
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import logging
 import threading
@@ -39,6 +41,7 @@ __all__ = ["Scheduler", "SerialPolicy", "compact_tree"]
 log = logging.getLogger(__name__)
 
 _LANE_IDLE_S = 60.0
+_LANE_ITERATIONS = 1_000_000_000  # a lane's driver budget: each job's own budget ends its tree (stop hook)
 _FILE_EVERY_S = 1.0
 
 
@@ -140,18 +143,24 @@ class Scheduler:
         self._closing = False
         self._last_file: dict[str, float] = {}
         self._last_tokens: dict[str, int] = {}
+        self._stats: dict[str, Any] = {}  # job id -> its tree's live SearchStats (the driver's own object)
 
     # -------------------------------------------------------------------------------------- public API
 
     def submit(self, spec: JobSpec) -> None:
         """Queue an accepted job (its row is already in the store as queued)."""
-        key = (spec.config, spec.seed)
+        lane_config = spec.config
+        if self.ray_address is None:
+            # The iteration budget is enforced per job through the stop hook, so jobs that differ only in it
+            # share a lane (and its model calls); the driver's own budget is out of the way.
+            lane_config = dataclasses.replace(spec.config, iterations=_LANE_ITERATIONS)
+        key = (lane_config, spec.seed)
         with self._cond:
             if self._closing:
                 return  # stays queued in the database; the next start picks it up
             lane = self._lanes.get(key)
             if lane is None:
-                lane = self._lanes[key] = _Lane(key, spec.config, spec.seed)
+                lane = self._lanes[key] = _Lane(key, lane_config, spec.seed)
                 lane.thread = threading.Thread(target=self._lane_main, args=(lane,), daemon=True,
                                                name=f"serve-lane-{len(self._lanes)}")
                 lane.thread.start()
@@ -257,7 +266,14 @@ class Scheduler:
             self._finish(lane, result)
 
     def _stop(self, job_id: str) -> bool:
-        return self._closing or job_id in self._cancelled
+        return self._closing or job_id in self._cancelled or self._budget_spent(job_id)
+
+    def _budget_spent(self, job_id: str) -> bool:
+        """The job's own iteration budget is used up (what the driver's check does for a lane of one config)."""
+        stats = self._stats.get(job_id)
+        spec = next((lane.in_flight.get(job_id) for lane in list(self._lanes.values())
+                     if job_id in lane.in_flight), None)
+        return stats is not None and spec is not None and stats.iterations >= spec.config.iterations
 
     # ------------------------------------------------------------------------------------ callbacks
 
@@ -266,6 +282,7 @@ class Scheduler:
         if spec is None:
             return
         tree = update.tree
+        self._stats[spec.job_id] = update.stats
         if tree.task is not None and tree.task.id != spec.task_id:
             tree.task = tree.task.replace(id=spec.task_id)  # files show the user's task id (prompts never do)
         progress = _progress(update.stats, tree)
@@ -292,12 +309,17 @@ class Scheduler:
             log.error("a result for unknown job %s", job_id)
             return
         try:
-            if self._closing and result.interrupted and job_id not in self._cancelled:
+            budget_spent = self._budget_spent(job_id)
+            if self._closing and result.interrupted and job_id not in self._cancelled and not budget_spent:
                 self.store.requeue(job_id)  # stopped by the shutdown, not by the user: run it again next time
                 self.hub.drop(job_id)
                 return
             status = (JobStatus.CANCELLED if job_id in self._cancelled
                       else JobStatus.FAILED if result.error else JobStatus.DONE)
+            if result.interrupted and status is not JobStatus.CANCELLED and budget_spent:
+                result.interrupted = False  # ended by its own budget, not stopped early
+                result.notes = [n for n in result.notes if not n.startswith("stopped early")]
+            result.config = spec.config
             result.task_id = spec.task_id
             if result.tree.task is not None and result.tree.task.id != spec.task_id:
                 result.tree.task = result.tree.task.replace(id=spec.task_id)
@@ -346,6 +368,7 @@ class Scheduler:
             self._cancelled.discard(job_id)
             self._last_file.pop(job_id, None)
             self._last_tokens.pop(job_id, None)
+            self._stats.pop(job_id, None)
             self._cond.notify_all()
 
     # ------------------------------------------------------------------------------------------ Ray

@@ -163,10 +163,10 @@ def test_trees_of_different_jobs_share_a_model_call(tmp_path):
     policy = _Recording(load_replay(sleepy_replay(tmp_path / "s.json", seconds=0.2)))
     store, hub = JobStore(tmp_path / "db.sqlite"), EventHub()
     scheduler = Scheduler(store, hub, policy, lambda: Sandbox(SandboxConfig()), max_trees=4)
-    settings = {"iterations": 4, "expansions": 2}
-    config = search_config(settings, "paper", 4, None)
-    ids = []
+    ids, budgets = [], [4, 2, 3]  # the first two share a lane though their budgets differ
     for n in range(3):
+        settings = {"iterations": budgets[n], "expansions": 2}
+        config = search_config(settings, "paper", 4, None)
         job_id = f"{n:032x}"
         paths = job_paths(tmp_path / "jobs", job_id)
         paths.files.mkdir(parents=True)
@@ -185,6 +185,10 @@ def test_trees_of_different_jobs_share_a_model_call(tmp_path):
     assert all(r.result["answer"] == "@x[1]" and r.result["task_id"] == "tick-task" for r in records)
     assert max(policy.calls) >= 2, f"no call carried two jobs' trees: {policy.calls}"
     assert sum(policy.calls) == sum(r.progress["iterations"] for r in records)
+    assert [r.result["iterations"] for r in records] == budgets, "each job ran its own budget"
+    assert [r.result["config"]["iterations"] for r in records] == budgets
+    assert not any(r.result["interrupted"] for r in records)
+    assert not any(n.startswith("stopped early") for r in records for n in r.result["notes"])
     tree = json.loads((job_paths(tmp_path / "jobs", ids[0]).output / "tree.json").read_text())
     assert tree[0]["task"]["id"] == "tick-task", "files show the user's task id"
 
