@@ -390,7 +390,7 @@ class Scheduler:
         batch = specs[0].paths.root.parent / "_ray" / f"batch-{specs[0].job_id}"
 
         def outcome(item: Any) -> None:
-            result = _result_from_outcome(item, lane.config)
+            result = _result_from_outcome(item, lane.config, self.value_model is not None)
             if item.task_id in lane.in_flight:  # the tree arrives whole: its nodes, then the end
                 events = [Event(EventType.NODE, node_event(n)) for n in result.tree.nodes]
                 events.append(Event(EventType.ITERATION, _progress(result.stats, result.tree)))
@@ -405,24 +405,36 @@ class Scheduler:
                 self._fail(lane, job_id, "the Ray run ended without this tree")
 
 
-def _result_from_outcome(outcome: Any, config: Any) -> Any:
-    """A ``SearchResult`` for a tree that came back from a Ray worker (decided again here, as the worker did)."""
-    from search.config import Decision
-    from search.decide import decide
-    from search.result import SearchResult, SearchStats
+def _result_from_outcome(outcome: Any, config: Any, value_given: bool) -> Any:
+    """A ``SearchResult`` for a tree that came back from a Ray worker (decided here, as the driver decides)."""
+    from search.result import SearchStats
 
     tree = outcome.tree
-    verdict = decide(tree.answers())
-    decision = Decision.VOTE if config.decision is Decision.AUTO else config.decision
     stats = SearchStats()
     stats.nodes = int(outcome.nodes)
     stats.wall_seconds = float(outcome.seconds)
     stats.answers = sum(1 for n in tree.nodes if n.is_answer)
-    stats.iterations = max(0, len([n for n in tree.nodes if n.expanded]))
+    stats.iterations = sum(1 for n in tree.nodes if n.expanded)
+    notes = [f"solved on Ray worker {outcome.worker}"]
+    try:
+        from search.result import result_from_tree
+    except ImportError:  # an older search package: decide here the way its driver does
+        return _decided_here(outcome, config, stats, notes)
+    return result_from_tree(outcome.task_id, tree, config, stats, value_given=value_given, error=outcome.error,
+                            notes=notes, files=dict(outcome.files or {}))
+
+
+def _decided_here(outcome: Any, config: Any, stats: Any, notes: list[str]) -> Any:
+    from search.config import Decision
+    from search.decide import decide
+    from search.result import SearchResult
+
+    verdict = decide(outcome.tree.answers())
+    decision = Decision.VOTE if config.decision is Decision.AUTO else config.decision
     return SearchResult(task_id=outcome.task_id, answer=outcome.answer, decided_by=decision.value,
                         vote_answer=verdict.vote.answer if verdict.vote else None, value_answer=None,
-                        verdict=verdict, tree=tree, config=config, stats=stats, error=outcome.error,
-                        notes=[f"solved on Ray worker {outcome.worker}"], files=dict(outcome.files or {}))
+                        verdict=verdict, tree=outcome.tree, config=config, stats=stats, error=outcome.error,
+                        notes=notes, files=dict(outcome.files or {}))
 
 
 def _write_partial(tree: Any, spec: JobSpec, progress: dict[str, int]) -> None:
