@@ -87,10 +87,18 @@ def _log_mode(seed: int, run: ModeRun) -> None:
           f"  wall {s['wall_s']}s", file=sys.stderr, flush=True)
 
 
+MODES = ("react", "vote", "mcts", "vote_eq", "vm")
+
+
 def run_seed(seed: int, tasks: list[Task], questions: Sequence[QuestionSolutions], args: argparse.Namespace,
-             workdir: Path, trained: dict[str, Any]) -> dict[str, Any]:
-    """Every mode for one seed; returns {figures, modes, runs, train}. ``trained`` caches a value model."""
+             workdir: Path, trained: dict[str, Any], on_mode: Any = None) -> dict[str, Any]:
+    """The chosen modes for one seed; returns {figures, modes, runs, train}. ``trained`` caches a value model.
+
+    ``on_mode(runs)`` is called after every mode (the CLI writes a partial report, so a stopped run keeps what
+    it measured).
+    """
     options = SimOptions(p_switch=args.p_switch, p_error=args.p_error, p_fix=args.p_fix)
+    modes = set(args.modes)
     runs: dict[str, ModeRun] = {}
 
     def run(name: str, config: SearchConfig, subset: list[Task] | None = None, value: Any = None,
@@ -100,20 +108,29 @@ def run_seed(seed: int, tasks: list[Task], questions: Sequence[QuestionSolutions
                           tree_dir=tree_dir)
         runs[name] = result
         _log_mode(seed, result)
+        if on_mode is not None:
+            on_mode(runs)
         return result
 
     keep = Path(args.keep_trees) / f"seed-{seed}" if args.keep_trees else None
-    run("react", react_config())
-    vote = run("vote", vote_config(runs=args.vote_runs))
-    mcts = run("mcts", mcts_config(iterations=args.iterations, expansions=args.expansions),
-               tree_dir=keep / "mcts" if keep else None)
-    per_run = vote.summary()["tokens"] / max(1, args.vote_runs)
-    eq_runs = max(1, math.ceil(mcts.summary()["tokens"] / per_run)) if per_run > 0 else args.vote_runs
-    run("vote_eq", vote_config(runs=eq_runs))
+    infer = mcts_config(iterations=args.iterations, expansions=args.expansions)
+    if "react" in modes:
+        run("react", react_config())
+    if "vote" in modes or "vote_eq" in modes:
+        run("vote", vote_config(runs=args.vote_runs))
+    if "mcts" in modes or "vote_eq" in modes:
+        run("mcts", infer, tree_dir=keep / "mcts" if keep else None)
+    eq_runs = None
+    if "vote_eq" in modes:
+        per_run = runs["vote"].summary()["tokens"] / max(1, args.vote_runs)
+        eq_runs = max(1, math.ceil(runs["mcts"].summary()["tokens"] / per_run)) if per_run > 0 else args.vote_runs
+        run("vote_eq", vote_config(runs=eq_runs))
     heldout = None
     train: TrainSummary | None = None
-    if not args.no_value_model:
+    if "vm" in modes:
         collect_half, infer_half = split_halves(tasks)
+        if args.vm_questions:
+            collect_half, infer_half = collect_half[: args.vm_questions], infer_half[: args.vm_questions]
         model_dir = trained.get("model_dir")
         if model_dir is None or args.train_per_seed:
             tree_dir = workdir / f"seed-{seed}" / "collect"
@@ -123,15 +140,20 @@ def run_seed(seed: int, tasks: list[Task], questions: Sequence[QuestionSolutions
                                      TrainSettings(steps=args.train_steps, seed=seed))
             print(f"[seed {seed}] value model: {json.dumps(train.to_dict())}", file=sys.stderr, flush=True)
             trained.update(model_dir=train.model_dir, summary=train, scorer=load_scorer(train.model_dir))
-        run("mcts_vm", mcts_config(iterations=args.iterations, expansions=args.expansions), subset=infer_half,
-            value=trained["scorer"], tree_dir=keep / "mcts_vm" if keep else None)
-        heldout = mcts.subset([t.id for t in infer_half]).summary()
-    modes = {name: r.summary() for name, r in runs.items() if name != "collect"}
-    figures = seed_figures(modes, heldout, eq_runs)
+        held_ids = [t.id for t in infer_half]
+        if "mcts" in runs and set(held_ids) <= {o.task_id for o in runs["mcts"].outcomes}:
+            heldout = runs["mcts"].subset(held_ids).summary()
+        else:  # the held-out half alone, same settings (mcts_acc_heldout)
+            heldout = run("mcts_heldout", infer, subset=infer_half,
+                          tree_dir=keep / "mcts_heldout" if keep else None).summary()
+        run("mcts_vm", infer, subset=infer_half, value=trained["scorer"],
+            tree_dir=keep / "mcts_vm" if keep else None)
+    summaries = {name: r.summary() for name, r in runs.items() if name not in ("collect", "mcts_heldout")}
+    figures = seed_figures(summaries, heldout, eq_runs)
     figures["seed"] = seed
+    summary = train or trained.get("summary")
     return {"figures": figures, "modes": {name: r.summary() for name, r in runs.items()},
-            "train": (train or trained.get("summary")).to_dict() if (train or trained.get("summary")) else None,
-            "runs": runs}
+            "train": summary.to_dict() if summary else None, "runs": runs}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -143,7 +165,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--expansions", type=int, default=3, help="K, children per expansion")
     p.add_argument("--collect-iterations", type=int, default=50, help="iterations per collection tree (paper: 50)")
     p.add_argument("--vote-runs", type=int, default=5)
-    p.add_argument("--no-value-model", action="store_true", help="skip the collect/train/infer arm")
+    p.add_argument("--modes", default=",".join(MODES),
+                   help=f"comma-separated subset of {','.join(MODES)} (vm: the collect/train/infer arm)")
+    p.add_argument("--no-value-model", action="store_true", help="skip the collect/train/infer arm (vm)")
+    p.add_argument("--vm-questions", type=int, default=None,
+                   help="questions per half in the value-model arm (default: the whole half)")
+    p.add_argument("--merge", nargs="+", type=Path, default=None,
+                   help="no run: aggregate the per-seed figures of these --out files into one report")
     p.add_argument("--train-steps", type=int, default=40, help="value-model optimizer steps")
     p.add_argument("--train-per-seed", action="store_true",
                    help="collect and train again for every seed (default: train once, on the first seed's trees)")
@@ -161,6 +189,15 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if args.merge:
+        return _merge(args)
+    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = set(args.modes) - set(MODES)
+    if unknown:
+        print(f"search_vs_baselines: --modes: unknown {sorted(unknown)} (choose from {list(MODES)})", file=sys.stderr)
+        return 2
+    if args.no_value_model:
+        args.modes = [m for m in args.modes if m != "vm"]
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     solutions = load_solutions(args.solutions)
     questions = ordered_questions(solutions.questions, args.questions)
@@ -171,7 +208,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         workdir = args.workdir or Path(tmp)
         trained: dict[str, Any] = {}
         for seed in seeds:
-            per_seed.append(run_seed(seed, tasks, questions, args, workdir, trained))
+            def partial(runs: dict[str, ModeRun], seed: int = seed) -> None:
+                if args.out is not None:
+                    args.out.parent.mkdir(parents=True, exist_ok=True)
+                    done = {"seed": seed, "finished_seeds": [s["figures"] for s in per_seed],
+                            "modes": {n: r.to_dict() for n, r in runs.items()}}
+                    args.out.with_suffix(".partial.json").write_text(json.dumps(done, default=str) + "\n",
+                                                                      encoding="utf-8")
+            per_seed.append(run_seed(seed, tasks, questions, args, workdir, trained, on_mode=partial))
     report = aggregate([s["figures"] for s in per_seed])
     report["targets"] = targets(report)
     report["modes"] = {name: summary for name, summary in per_seed[0]["modes"].items()} if len(seeds) == 1 else \
@@ -181,12 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["settings"] = {"seeds": seeds, "questions": len(tasks), "question_ids": [q.id for q in questions],
                           "iterations": args.iterations, "expansions": args.expansions,
                           "collect_iterations": args.collect_iterations, "vote_runs": args.vote_runs,
-                          "train_steps": None if args.no_value_model else args.train_steps,
+                          "modes": args.modes, "vm_questions": args.vm_questions,
+                          "train_steps": args.train_steps if "vm" in args.modes else None,
                           "train_per_seed": args.train_per_seed,
                           "policy": {"p_switch": args.p_switch, "p_error": args.p_error, "p_fix": args.p_fix},
                           "solutions_verified": solutions.verified is not None and
                           bool(solutions.verified.get("all_passed")),
-                          "mcts_config": per_seed[0]["runs"]["mcts"].config}
+                          "mcts_config": mcts_config(iterations=args.iterations,
+                                                     expansions=args.expansions).to_dict()}
     report["wall_s"] = round(time.perf_counter() - started, 1)
     if args.out is not None:
         full = dict(report, per_seed=[{"figures": s["figures"], "modes": s["modes"],
@@ -201,6 +247,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "in_tree_rate", "plurality_agreement"):
             print(f"{key:24s} {report.get(key)}")
         print(f"{'tokens':24s} {report.get('tokens')}")
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    """Aggregate the per-seed figures of several ``--out`` files (runs split over processes)."""
+    per_seed: list[dict[str, Any]] = []
+    for path in args.merge:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        per_seed.extend(entry["figures"] for entry in doc["per_seed"])
+    by_seed: dict[int, dict[str, Any]] = {}
+    for figures in per_seed:  # one entry per seed: the files' figures are combined key by key
+        merged = by_seed.setdefault(figures["seed"], {"tokens": {}})
+        for key, value in figures.items():
+            if key == "tokens":
+                merged["tokens"].update({k: v for k, v in value.items() if v is not None})
+            elif value is not None or key not in merged:
+                merged[key] = value
+    report = aggregate([by_seed[s] for s in sorted(by_seed)])
+    report["targets"] = targets(report)
+    report["settings"] = {"merged_from": [str(p) for p in args.merge], "seeds": sorted(by_seed)}
+    print(json.dumps(report, default=str))
     return 0
 
 

@@ -3,7 +3,7 @@
 For a history it finds the question (the task turn) and the path so far (the code cells of the assistant
 turns), and for each of the ``n`` samples draws one action with an RNG seeded from ``params.seed``, the
 history's position in the batch, the history's text and the sample index (deterministic, and different per
-history and sample):
+history and sample; observations do not enter the seed):
 
 - **continue** the current solution: its next cell, or its ``Formatted answer`` when all its cells ran;
 - **switch** to a wrong solution (start it, or continue it where the path already has its first cells);
@@ -31,7 +31,7 @@ from typing import Sequence
 
 from jupiter.llm.base import BasePolicy
 from jupiter.llm.types import Completion, FinishReason, PolicyError, SamplingParams
-from jupiter.prompts import Message, parse_reply
+from jupiter.prompts import OBSERVATION_PREFIX, Message, parse_reply
 
 from benchmarks.quality.solutions import Cell, QuestionSolutions, Solution
 
@@ -120,7 +120,10 @@ def read_path(history: Sequence[Message], questions: Sequence[QuestionSolutions]
 
 
 def _rng(seed: int | None, index: int, history: Sequence[Message], sample: int) -> random.Random:
-    text = "\x1e".join(f"{m['role']}\x1f{m['content']}" for m in history)
+    # The path is the task and the assistant turns; observations are left out: the cells are deterministic, and
+    # a status-only notebook (``ablate``) then draws exactly what the real sandbox would have drawn.
+    text = "\x1e".join(f"{m['role']}\x1f{m['content']}" for m in history
+                        if m["role"] != "user" or not m["content"].startswith(OBSERVATION_PREFIX))
     digest = hashlib.blake2b(f"{seed}:{index}:{sample}:".encode() + text.encode(), digest_size=16).hexdigest()
     return random.Random(digest)
 

@@ -176,13 +176,13 @@ MODE_KEYS = {"acc", "in_tree_rate", "tokens", "model_calls", "kernel_seconds", "
 
 
 def test_script_on_tiny_settings_prints_its_keys() -> None:
-    report = _run(["--questions", "3", "--iterations", "6", "--no-value-model"], timeout=600)
+    report = _run(["--questions", "2", "--iterations", "6", "--no-value-model"], timeout=600)
     for key in ("react_acc", "vote_acc", "mcts_acc", "mcts_vm_acc", "in_tree_rate", "tokens", "vote_eq_acc",
                 "vote_eq_tokens", "plurality_agreement", "targets", "modes"):
         assert key in report
     assert set(report["modes"]) == {"react", "vote", "mcts", "vote_eq"}
     for summary in report["modes"].values():
-        assert MODE_KEYS <= set(summary) and summary["questions"] == 3
+        assert MODE_KEYS <= set(summary) and summary["questions"] == 2
         assert summary["tokens"] > 0 and summary["model_calls"] >= 1
     assert set(report["tokens"]) == {"react", "vote", "mcts", "vote_eq"}
     assert report["mcts_vm_acc"] is None
@@ -200,3 +200,35 @@ def test_script_with_the_value_model_arm_and_two_seeds(tmp_path: Path) -> None:
     assert set(report["spread"]) >= {"react_acc", "mcts_acc", "mcts_vm_acc"}
     saved = json.loads((tmp_path / "r.json").read_text())
     assert len(saved["per_seed"]) == 2 and "outcomes" in saved["per_seed"][0]
+
+
+def test_status_notebook_grows_the_same_trees_as_the_real_sandbox(questions, tasks) -> None:
+    """The ablation notebook only knows which cells raise; the policy ignores observations, so trees match."""
+    from benchmarks.quality.ablate import StatusNotebook
+    from benchmarks.quality.runs import default_sandbox
+    from benchmarks.quality.search_vs_baselines import mcts_config
+    from search import solve_many
+
+    config = mcts_config(iterations=6)
+    picked, picked_tasks = questions[:2], tasks[:2]
+
+    def shape(results):
+        return sorted((r.task_id, tuple((n.tag, n.status.value, n.multiplicity, n.final_answer) for n in r.tree.nodes))
+                      for r in results)
+
+    stub = list(solve_many(picked_tasks, SimulatedPolicy(picked), lambda: StatusNotebook(picked), config, seed=4))
+    with default_sandbox() as sandbox:
+        real = list(solve_many(picked_tasks, SimulatedPolicy(picked), lambda: sandbox, config, seed=4,
+                               close_sandboxes=False))
+    assert shape(stub) == shape(real)
+    assert any(n.status.value == "code-error" for r in real for n in r.tree.nodes)  # errors are in play
+
+
+def test_ablation_runs_the_engine_over_settings(questions) -> None:
+    from benchmarks.quality.ablate import run_variant, variants
+
+    configs = variants(iterations=8)
+    assert "mcts (paper: c_puct 0)" in configs and "mcts, duplicates as separate nodes" in configs
+    row = run_variant(questions[:6], configs["mcts (paper: c_puct 0)"], seed=0)
+    assert 0.0 <= row["acc"] <= row["in_tree_rate"] <= 1.0 and row["tokens"] > 0
+    assert row == run_variant(questions[:6], configs["mcts (paper: c_puct 0)"], seed=0)  # deterministic
