@@ -191,8 +191,10 @@ def test_the_sandbox_sees_only_its_own_job(start_server, tmp_path):
     if not bwrap_works():
         pytest.skip("bubblewrap does not work here: without it the sandbox has no filesystem isolation")
     data_root = tmp_path / "jobs"
-    probe = (f"Thought: look around.\nAction:\n```python\nimport os\ntry:\n    print('SEEN', os.listdir({str(data_root)!r}))\n"
-             f"except OSError as e:\n    print('DENIED', type(e).__name__)\nprint('HERE', sorted(os.listdir('.')))\n```")
+    probe = ("Thought: look around.\nAction:\n```python\nimport os\ntry:\n"
+             f"    print('SEEN', os.listdir({str(data_root)!r}))\n"
+             "except OSError as e:\n    print('DENIED', type(e).__name__)\n"
+             "print('HERE', sorted(os.listdir('.')))\n```")
     script = write_replay(tmp_path / "probe.json", [{"match": "Task:", "replies": [probe]}])
     server = start_server("--llm", f"replay:{script}", data_root=data_root, name="probe")
     first = server.submit(settings={"iterations": 1, "expansions": 1}).json()["id"]
