@@ -81,6 +81,9 @@ class ServerState:
         paths = self.paths(job_id)
         task = load_job_task(paths)
         config = search_config(settings, self.config.profile, self.config.max_trees, self.config.cell_timeout)
+        if config.mode.value == "collect" and task.label is None:
+            raise SubmissionError("settings.mode: collect scores answers against the task's label; "
+                                  "the task has no 'label'")
         return JobSpec(job_id, as_job_task(task, job_id), task.id, config, int(settings.get("seed", 0)), paths)
 
     def resume(self) -> None:

@@ -97,6 +97,8 @@ def test_limits_give_clear_errors(server):
         (server.submit(settings={"mode": "dance"}), 400, "settings.mode"),
         (server.submit(settings={"iterations": 0}), 400, "iterations"),
         (server.submit(settings="[1, 2]"), 400, "JSON object"),
+        (server.submit(task={"id": "t", "question": "q?", "files": []}, files=[], settings={"mode": "collect"}),
+         400, "label"),
         (server.submit(files=[]), 400, "not uploaded: test_ave.csv"),
         (server.submit(files=[("other.csv", b"a\n")]), 400, "test_ave.csv"),
         (server.submit(files=[(TITANIC_DATA.name, data), (TITANIC_DATA.name, data)]), 400, "duplicate"),
