@@ -311,8 +311,15 @@ function startStream(id) {
     refreshJobs();
     if (d.status === "done") finalValues(state.jobId);
   }));
+  let broken = false;
+  source.onopen = () => {
+    // after a reconnect (e.g. the server restarted) the stream starts again with every node it has: redraw
+    // from those, since a re-queued job's tree starts over from its root
+    if (broken && state.source === source) { broken = false; resetTree(); }
+  };
   source.onerror = () => {
     if (state.source !== source) return;
+    broken = true;
     if (source.readyState === EventSource.CLOSED) {
       // refused for good (e.g. a token problem): fall back to polling the job's status
       state.source = null;
