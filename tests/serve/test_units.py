@@ -240,3 +240,20 @@ def test_a_failing_policy_fails_the_jobs_in_flight_and_the_server_goes_on(tmp_pa
     second = wait(submit(2))
     scheduler.shutdown()
     assert second.status is JobStatus.DONE and second.result["answer"] == "@x[1]"
+
+
+def test_token_file_is_read_and_checked(tmp_path):
+    import argparse
+
+    from jupiter.commands.serve import _token
+    from jupiter.task import TaskError
+
+    path = tmp_path / "token"
+    path.write_text("  a-long-secret-token \nignored\n")
+    assert _token(argparse.Namespace(token=None, token_file=path)) == "a-long-secret-token"
+    assert _token(argparse.Namespace(token="given-token-1", token_file=None)) == "given-token-1"
+    path.write_text("\n")
+    with pytest.raises(TaskError, match="empty"):
+        _token(argparse.Namespace(token=None, token_file=path))
+    with pytest.raises(TaskError, match="cannot read"):
+        _token(argparse.Namespace(token=None, token_file=tmp_path / "missing"))
