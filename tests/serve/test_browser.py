@@ -199,3 +199,38 @@ def test_a_token_server_asks_for_the_token_and_keeps_it(tmp_path: Path, browser)
         assert not browser.find_element(By.ID, "token-overlay").is_displayed()
     finally:
         server.stop()
+
+
+SLOW_STEP = "Thought: wait a little.\nAction:\n```python\nimport time\ntime.sleep(0.7)\nprint('slept', {i})\n```"
+
+
+@pytest.mark.slow
+def test_the_page_follows_a_job_through_a_server_crash_and_restart(tmp_path: Path, browser) -> None:
+    """kill -9 of the server mid-job: the page's stream reconnects to the restarted server, redraws the re-run
+    tree from the root and ends with the job done."""
+    replay = tmp_path / "slow.replay.json"
+    replay.write_text(json.dumps({"rules": [], "default": [SLOW_STEP.format(i=i) for i in range(3)]}))
+    db = tmp_path / "jobs.sqlite"
+    server = start_server(db, llm=f"replay:{replay}")
+    try:
+        browser.get(server.url + "/")
+        for field in ("question", "format"):
+            _fill(browser, field, "wait")
+        browser.find_element(By.CSS_SELECTOR, "#settings summary").click()
+        _fill(browser, "s-iterations", "6")
+        _fill(browser, "s-expansions", "1")
+        browser.find_element(By.ID, "submit").click()
+        _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree circle.node")) >= 3)
+        assert browser.find_element(By.ID, "job-status").text == "running"
+        server.kill()
+        server = start_server(db, llm=f"replay:{replay}", port=server.port)
+        # the re-queued job starts over: the drawing is reset, then grows again to the end
+        _wait(browser, lambda d: d.find_element(By.ID, "job-status").text == "done", timeout=120,
+              message="the page did not follow the restarted job to its end")
+        nodes = browser.find_elements(By.CSS_SELECTOR, "#tree circle.node")
+        assert len(nodes) == 7  # the root and one node per iteration, drawn once each
+        from jupiter.client import Client
+
+        assert Client(server.url).list()[0]["attempts"] == 2  # it really was cut and run again
+    finally:
+        server.stop()
