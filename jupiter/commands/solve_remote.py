@@ -126,7 +126,8 @@ def run_remote(args: argparse.Namespace) -> int:
                 for name in ("tree.json", "solution.ipynb", "tree.html"):
                     client.download(job_id, name, out / name)
     except ClientError as exc:
-        print(f"jupiter: error: {exc}", file=sys.stderr)
+        hint = " (the server needs --token)" if exc.status == 401 and not getattr(args, "token", None) else ""
+        print(f"jupiter: error: {exc}{hint}", file=sys.stderr)
         return 2
     if status is not JobStatus.DONE:
         print(f"jupiter: error: job {job_id} {status.value}: {job.get('error') or 'no details'}", file=sys.stderr)
