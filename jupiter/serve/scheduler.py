@@ -24,6 +24,7 @@ import collections
 import dataclasses
 import json
 import logging
+import shutil
 import threading
 import time
 import weakref
@@ -226,6 +227,7 @@ class Scheduler:
                 break
             else:
                 return None
+        shutil.rmtree(spec.paths.output, ignore_errors=True)  # a re-queued job starts over: no stale files
         self.hub.open(spec.job_id)
         self.hub.publish(spec.job_id, EventType.STATUS, {"status": JobStatus.RUNNING.value})
         return spec
