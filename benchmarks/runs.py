@@ -256,7 +256,8 @@ def _dsbench_record(result: Any, spec: DsbenchSpec, data: DsbenchData, capture: 
         current = node.parent if node is not None else None
         while current is not None and current.tag not in writer_tags:
             current = current.parent
-        answer_source[candidate.tag] = current.tag if current is not None and files.get(candidate.tag) is not None else None
+        has_file = current is not None and files.get(candidate.tag) is not None
+        answer_source[candidate.tag] = current.tag if has_file else None
     scores: list[tuple[dict[str, Any], SubmissionScore]] = []
     for node in writers:
         result_score = score(files[node.tag])
@@ -274,7 +275,8 @@ def _dsbench_record(result: Any, spec: DsbenchSpec, data: DsbenchData, capture: 
         return score(files.get(tag) if name == capture.file_name else None)
 
     final = answer_score(result.chosen_tag)
-    used_value = int(getattr(result.stats, "value_calls", 0) or 0) > 0
+    # value_answer is None without a value model (Ray results carry no value-call count)
+    used_value = int(getattr(result.stats, "value_calls", 0) or 0) > 0 or result.value_answer is not None
     by_value = _by_value(scores) if used_value else None
     best = _best(scores, spec.higher_is_better)
     extra = {

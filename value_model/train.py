@@ -3,9 +3,10 @@
 Loss: mean squared error between the predicted value and the sample's Q. AdamW over the LoRA and head
 parameters only (the backbone stays frozen; weight decay on matrices, not on biases, as the reference code's
 Hugging Face Trainer does), ``warmup_steps`` of linear warm-up then linear decay to 0 at the last step,
-gradient accumulation, gradient clipping at ``max_grad_norm``, length-grouped batches with per-batch padding, optional gradient checkpointing. Every
-epoch ends with an evaluation on the held-out split (MSE and Spearman), logged and written to
-``<out>/metrics.json``; the run before any step is evaluated too (epoch 0), so the gain is visible.
+gradient accumulation, gradient clipping at ``max_grad_norm``, length-grouped batches with per-batch padding,
+optional gradient checkpointing. Every epoch ends with an evaluation on the held-out split (MSE and
+Spearman), logged and written to ``<out>/metrics.json``; the run before any step is evaluated too (epoch 0),
+so the gain is visible.
 
 Checkpoints (``<out>/checkpoints/step-N/``) hold the adapter, the head, the optimizer, the scheduler, the
 RNG state and the position in the epoch; a rerun with the same output folder resumes from the latest one.

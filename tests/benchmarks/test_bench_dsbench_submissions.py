@@ -28,7 +28,8 @@ def _cell(thought: str, code: str) -> str:
     return f"Thought: {thought}\nAction:\n```python\n{code}\n```"
 
 
-def _run(tmp_path: Path, make_task, *extra: str) -> Path:
+def _setup(tmp_path: Path, make_task) -> tuple[Path, Path, Path]:
+    """(data root, tasks.json, replay script) for the generated task and the scripted search."""
     root = tmp_path / "dsbench"
     make_task(root, "toy-regression")
     spec = {"name": "toy-regression", "value_col": "y", "gt": 0.0, "baseline": 4.0, "higher_is_better": False,
@@ -44,6 +45,11 @@ def _run(tmp_path: Path, make_task, *extra: str) -> Path:
     ], "default": ["Thought: ?\nFormatted answer: @submission_file[submission.csv]"]}
     replay = tmp_path / "replay.json"
     replay.write_text(json.dumps(script))
+    return root, tasks_json, replay
+
+
+def _run(tmp_path: Path, make_task, *extra: str) -> Path:
+    root, tasks_json, replay = _setup(tmp_path, make_task)
     out = tmp_path / "run"
     assert main(["bench", "dsbench", "--data", str(root), "--tasks-json", str(tasks_json), "--llm", f"replay:{replay}",
                  "--iterations", "6", "--out", str(out), "--no-progress", *extra]) == 0
@@ -71,6 +77,33 @@ def _assert_every_writer_scored(out: Path) -> None:
 
 def test_every_node_that_wrote_a_submission_is_scored(tmp_path, make_task):
     _assert_every_writer_scored(_run(tmp_path, make_task))
+
+
+class _FavoursThePerfectFile:
+    """A scripted value model (the search's ``Value`` protocol): high for the state right after the perfect
+    submission was written, low elsewhere."""
+
+    def evaluate(self, histories):
+        return [0.9 if "wrote 0.0" in h[-1]["content"] else -0.5 for h in histories]
+
+
+def test_value_selected_is_the_highest_q_writer(tmp_path, make_task):
+    from benchmarks.dsbench import load_specs
+    from benchmarks.runner import RunOptions
+    from benchmarks.runs import load_dsbench, run_dsbench
+    from jupiter.llm import load_policy
+    from search.profiles import resolve_profile
+
+    root, tasks_json, replay = _setup(tmp_path, make_task)
+    data = load_dsbench(root, load_specs(tasks_json))
+    config = resolve_profile("paper", "infer", iterations=6, max_depth=25)
+    options = RunOptions(out_dir=tmp_path / "run", progress=False, save_trees=False)
+    outcome, summary = run_dsbench(data, load_policy(f"replay:{replay}"), config, options,
+                                   value=_FavoursThePerfectFile())
+    record = outcome.records[0].extra
+    assert record["value_selected"] == pytest.approx(0.0, abs=1e-9) and record["normalized_value"] == 1.0
+    assert record["final"] == pytest.approx(2.0)  # the only answer still submits the worse file
+    assert summary["metrics"]["rpg_value"] == pytest.approx(1.0)
 
 
 @pytest.mark.slow
