@@ -427,44 +427,70 @@ def _write_job(paths: JobPaths, task_text: str, uploads: list[Any], names: list[
             shutil.copyfileobj(upload.file, out, 1 << 20)
 
 
+class _NodeIds:
+    """SSE ids of node events, ``<run>-<n>`` (n counts the run's nodes from 1), and the resume point a
+    reconnecting EventSource names in ``Last-Event-ID``: nodes it already has are not sent again. ``run`` is
+    the job's attempt number, so after a re-queue (a new tree) the client gets everything again."""
+
+    def __init__(self, run: int, last_event_id: str | None) -> None:
+        self.run, self.count, self.skip = run, 0, 0
+        given_run, _, given_n = (last_event_id or "").partition("-")
+        if given_run == str(run) and given_n.isdigit():
+            self.skip = int(given_n)
+
+    def frame(self, event: Event) -> str | None:
+        """The frame to send (None for a node the client already has)."""
+        if event.type is not EventType.NODE:
+            return format_sse(event)
+        self.count += 1
+        if self.count <= self.skip:
+            return None
+        return f"id: {self.run}-{self.count}\n" + format_sse(event)
+
+
+def _done_event(record: JobRecord) -> Event:
+    return Event(EventType.DONE, {"status": record.status.value, "answer": (record.result or {}).get("answer"),
+                                  "error": record.error})
+
+
 async def _event_stream(request: Request, job_id: str) -> AsyncIterator[str]:
     """A job's events: every node so far (root first), then live events until ``done``; keep-alive comments."""
     server = _server(request)
     loop = asyncio.get_running_loop()
+    resume = request.headers.get("last-event-id")
     subscription = server.hub.subscribe(job_id, loop)
+    record = server.store.get(job_id, with_tree=subscription is None)
+    if record is None:
+        return
+    ids = _NodeIds(record.attempts, resume)
     if subscription is None:
-        record = server.store.get(job_id, with_tree=True)
-        if record is None:
-            return
         if record.status.is_final:
             for node in node_events_from_tree_dict(record.tree):
-                yield format_sse(Event(EventType.NODE, node))
-            answer = (record.result or {}).get("answer")
-            yield format_sse(Event(EventType.DONE, {"status": record.status.value, "answer": answer,
-                                                    "error": record.error}))
+                frame = ids.frame(Event(EventType.NODE, node))
+                if frame is not None:
+                    yield frame
+            yield format_sse(_done_event(record))
             return
         server.hub.open(job_id)  # queued: open its channel so that we see it start
         subscription = server.hub.subscribe(job_id, loop)
         assert subscription is not None
         if subscription.queue is not None:  # it may have ended between the read and the subscribe
-            record = server.store.get(job_id)
-            if record is not None and record.status.is_final and subscription.done is None:
+            now = server.store.get(job_id)
+            if now is not None and now.status.is_final and subscription.done is None:
                 server.hub.unsubscribe(job_id, subscription.queue)
-                yield format_sse(Event(EventType.DONE, {"status": record.status.value,
-                                                        "answer": (record.result or {}).get("answer"),
-                                                        "error": record.error}))
+                yield format_sse(_done_event(now))
                 return
     for node in subscription.nodes:
-        yield format_sse(Event(EventType.NODE, node))
+        frame = ids.frame(Event(EventType.NODE, node))
+        if frame is not None:
+            yield frame
     if subscription.queue is None:
         if subscription.done is not None:
             yield format_sse(subscription.done)
         return
     queue = subscription.queue
     try:
-        record = server.store.get(job_id)
-        if record is not None:
-            yield format_sse(Event(EventType.STATUS, {"status": record.status.value}))
+        yield format_sse(Event(EventType.STATUS, {"status": record.status.value}))
         while True:
             try:
                 event = await asyncio.wait_for(queue.get(), timeout=_KEEPALIVE_S)
@@ -473,7 +499,9 @@ async def _event_stream(request: Request, job_id: str) -> AsyncIterator[str]:
                     return
                 yield ": keep-alive\n\n"
                 continue
-            yield format_sse(event)
+            frame = ids.frame(event)
+            if frame is not None:
+                yield frame
             if event.type is EventType.DONE:
                 return
     finally:
