@@ -80,6 +80,9 @@ def test_health_docs_and_unknown_ids(server):
     assert {"version", "queued", "running"} <= set(health)
     assert server.get("/openapi.json").json()["paths"]["/v1/tasks"]["post"]
     assert server.get("/").status_code == 200
+    assert "status" in server.get("/v1/tasks", params={"status": "bogus"}).json()["error"]
+    assert server.get("/v1/tasks", params={"limit": 0}).status_code == 400
+    assert server.get("/v1/tasks", params={"limit": "x"}).status_code == 400
     for path in ("/v1/tasks/0123456789abcdef0123456789abcdef", "/v1/tasks/nope", "/v1/tasks/nope/events",
                  "/v1/tasks/0123456789abcdef0123456789abcdef/tree.json"):
         response = server.get(path)
