@@ -428,9 +428,9 @@ def _write_job(paths: JobPaths, task_text: str, uploads: list[Any], names: list[
 
 
 class _NodeIds:
-    """SSE ids of node events, ``<run>-<n>`` (n counts the run's nodes from 1), and the resume point a
-    reconnecting EventSource names in ``Last-Event-ID``: nodes it already has are not sent again. ``run`` is
-    the job's attempt number, so after a re-queue (a new tree) the client gets everything again."""
+    """SSE ids of node events, ``<run>-<n>`` (n counts the run's nodes from 1), and, with ``?resume=1``, the
+    resume point a reconnecting client names in ``Last-Event-ID``: nodes it already has are not sent again.
+    ``run`` is the job's attempt number, so after a re-queue (a new tree) the client gets everything again."""
 
     def __init__(self, run: int, last_event_id: str | None) -> None:
         self.run, self.count, self.skip = run, 0, 0
@@ -457,7 +457,9 @@ async def _event_stream(request: Request, job_id: str) -> AsyncIterator[str]:
     """A job's events: every node so far (root first), then live events until ``done``; keep-alive comments."""
     server = _server(request)
     loop = asyncio.get_running_loop()
-    resume = request.headers.get("last-event-id")
+    # Resuming is opt-in (``?resume=1``): by default a reconnect replays every node, which pages that redraw
+    # on reconnect rely on (the API's rule: a client that connects late first gets every node so far).
+    resume = request.headers.get("last-event-id") if request.query_params.get("resume") == "1" else None
     subscription = server.hub.subscribe(job_id, loop)
     record = server.store.get(job_id, with_tree=subscription is None)
     if record is None:

@@ -61,11 +61,14 @@ def test_submit_streams_nodes_and_finishes_with_the_right_answer(server):
     assert [d["tag"] for k, d in late if k == "node"] == [n["tag"] for n in nodes]
     assert late[-1] == ("done", done)
 
-    # an EventSource that reconnects names the last node it got: the stream goes on after it
-    resumed = list(server.events(job_id, headers={"Last-Event-ID": "1-3"}))
+    # with ?resume=1 a client that reconnects names the last node it got and the stream goes on after it;
+    # another attempt's ids (the job was re-queued: a new tree) get everything
+    replayed = list(server.events(job_id, headers={"Last-Event-ID": "1-3"}))  # by default: everything again
+    assert len([k for k, _ in replayed if k == "node"]) == len(nodes)
+    resumed = list(server.events(job_id, headers={"Last-Event-ID": "1-3"}, params={"resume": "1"}))
     assert [d["tag"] for k, d in resumed if k == "node"] == [n["tag"] for n in nodes[3:]]
     assert resumed[-1] == ("done", done)
-    other_run = list(server.events(job_id, headers={"Last-Event-ID": "7-3"}))  # another attempt's ids: all
+    other_run = list(server.events(job_id, headers={"Last-Event-ID": "7-3"}, params={"resume": "1"}))
     assert len([k for k, _ in other_run if k == "node"]) == len(nodes)
     raw = requests.get(server.url + f"/v1/tasks/{job_id}/events", timeout=30).text
     assert raw.startswith("id: 1-1\nevent: node\n")
