@@ -78,11 +78,14 @@ def variants(iterations: int) -> dict[str, SearchConfig]:
     return {
         "react": react_config(),
         "vote": vote_config(),
+        "vote, 10 runs (about the tokens of mcts)": vote_config(runs=10),
         "mcts (paper: c_puct 0)": paper,
         "mcts, duplicates as separate nodes": paper.replace(drop_duplicates=False),
         "mcts, c_puct 1.25 + exp prior": paper.replace(c_puct=1.25),
         "mcts, c_puct 1.25 + uniform prior": paper.replace(c_puct=1.25, prior_rule="uniform"),
         "mcts, per-child zero back-up": paper.replace(backup_rule="per-child"),
+        "mcts, 40 iterations": paper.replace(iterations=2 * iterations),
+        "mcts, duplicates separate, 40 iterations": paper.replace(drop_duplicates=False, iterations=2 * iterations),
     }
 
 
