@@ -206,11 +206,15 @@ def _retrying(call: Callable[[], Any], tally: _Tally, deadline: float) -> Any:
 
 
 def _client(url: str, token: str | None, mine: list[dict[str, Any]], files: list[Path], settings: dict[str, Any],
-            tally: _Tally, submitted: threading.Barrier, deadline: float, poll: float) -> None:
+            tally: _Tally, submitted: threading.Barrier, deadline: float, poll: float,
+            submit_interval: float = 0.0, offset: float = 0.0) -> None:
     client = Client(url, token=token, timeout=30)
     pending: list[str] = []
     try:
-        for task in mine:
+        time.sleep(offset)
+        for number, task in enumerate(mine):
+            if number and submit_interval > 0:
+                time.sleep(submit_interval)  # paced users: submits land while the search runs
             def submit() -> str:
                 started = time.perf_counter()
                 job_id = client.submit(task, files, settings)
@@ -290,7 +294,7 @@ def _db_counts(db: Path) -> dict[str, Any]:
 
 
 def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, max_trees: int | None,
-             kill_restart: bool, timeout: float, poll: float) -> dict[str, Any]:
+             kill_restart: bool, timeout: float, poll: float, submit_interval: float = 0.0) -> dict[str, Any]:
     """One load run against a fresh server (and, with ``kill_restart``, its crash and restart)."""
     db = workdir / ("restart" if kill_restart else "load") / "jobs.sqlite"
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -304,9 +308,11 @@ def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, 
     shares = [records[i::clients] for i in range(clients)]
     submitted = threading.Barrier(clients + 1)
     deadline = time.monotonic() + timeout
+    # paced clients start staggered, so that submits arrive evenly rather than C at a time
     threads = [threading.Thread(target=_client, args=(server.url, None, share, files, settings, tally, submitted,
-                                                      deadline, poll), daemon=True)
-               for share in shares]
+                                                      deadline, poll, submit_interval,
+                                                      number * submit_interval / clients), daemon=True)
+               for number, share in enumerate(shares)]
     started = time.time()
     for thread in threads:
         thread.start()
@@ -328,7 +334,7 @@ def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, 
         current[0].stop()
     elapsed = finished_at - min(tally.first_submit, default=started)
     out.update({
-        "tasks": tasks, "clients": clients,
+        "tasks": tasks, "clients": clients, "submit_interval_s": submit_interval,
         "accepted": len(tally.job_ids), "done": done, "failed": failed,
         "unfinished": len(tally.job_ids) - len(tally.final), "rejected": len(tally.rejected),
         "retries": len(tally.retries),
@@ -431,6 +437,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also a run whose server is killed (SIGKILL) half-way and restarted on the same db")
     parser.add_argument("--no-batch", action="store_true", help="skip the in-process batch comparison")
     parser.add_argument("--poll", type=float, default=0.5, help="seconds between a client's status rounds")
+    parser.add_argument("--submit-interval", type=float, default=0.0,
+                        help="seconds between one client's submits, clients staggered (default 0: every client "
+                             "submits its share at once, a burst of C concurrent submits)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds a run may take at most")
     parser.add_argument("--workdir", type=Path, default=None, help="where the databases go (default: a temp dir)")
     args = parser.parse_args(argv)
@@ -441,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
         workdir = args.workdir or Path(tmp)
         result: dict[str, Any] = {"load": run_load(args.tasks, clients, settings, workdir, args.max_trees, False,
-                                                   args.timeout, args.poll)}
+                                                   args.timeout, args.poll, args.submit_interval)}
         if not args.no_batch:
             result["batch"] = run_batch(args.tasks, settings, args.max_trees)
             served = result["load"]["trees_per_s"] or 0.0
@@ -449,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
                 if result["batch"]["trees_per_s"] else None
         if args.kill_restart:
             result["kill_restart"] = run_load(args.tasks, clients, settings, workdir, args.max_trees, True,
-                                              args.timeout, args.poll)
+                                              args.timeout, args.poll, args.submit_interval)
     load = result["load"]
     targets = {
         "all_done": load["accepted"] == load["done"] == args.tasks and load["failed"] == 0,
