@@ -22,7 +22,6 @@ import argparse
 import json
 import logging
 import os
-import queue
 import signal
 import socket
 import sqlite3
