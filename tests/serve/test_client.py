@@ -127,12 +127,10 @@ def test_cancel_ends_a_job(client: Client) -> None:
     assert final["status"] == "cancelled" or job["status"] == "done"
 
 
-def test_server_errors_name_the_status_and_the_servers_text(client: Client, tmp_path: Path) -> None:
+def test_server_errors_name_the_status_and_the_servers_text(client: Client) -> None:
     with pytest.raises(ClientError) as missing:
         client.status("0" * 32)
     assert missing.value.status == 404 and "404" in str(missing.value)
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"question": "What is the mean?", "files": ["nowhere.csv"]}))
     with pytest.raises(ClientError) as refused:
         client.submit({"question": "What is the mean?", "files": ["nowhere.csv"]}, [])
     assert refused.value.status == 400 and "nowhere.csv" in str(refused.value)
