@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.value_model.value_paths import learnable_samples
-from value_model.config import ModelConfig, TrainConfig
+from value_model.config import ModelConfig, TrainConfig, train_profile
 
 
 @pytest.mark.slow
@@ -30,9 +30,12 @@ def test_held_out_mse_halves_and_ranking_is_learned(backbone: str, tmp_path: Pat
 
     samples = learnable_samples()
     model_config = ModelConfig(backbone=backbone, max_tokens=512, lora_layers=(15, 16, 17))
+    # the explicit small-run settings (the paper's defaults are for thousands of paths on a GPU) ...
     config = TrainConfig(epochs=10, batch_size=4, grad_accumulation=1, learning_rate=1e-3, head_learning_rate=1e-3,
                          eval_fraction=1 / 3, gradient_checkpointing=False, warmup_steps=4, seed=0,
                          progress=False, device="cpu")
+    # ... are what the 'cpu-small' profile gives (jupiter value train --profile cpu-small)
+    assert config == train_profile("cpu-small", eval_fraction=1 / 3, seed=0, progress=False, device="cpu")
     result = train_value_model(samples, model_config, config, tmp_path / "model")
     first, last = result.history[0], result.history[-1]
     assert (result.train_samples, result.eval_samples) == (16, 8)
