@@ -49,15 +49,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                          "decay 0.01, clipping 1.0) or 'cpu-small' (tiny CPU runs); the flags below override it")
     tr.add_argument("--print-config", action="store_true",
                     help="print the resolved training configuration as JSON and exit")
-    tr.add_argument("--epochs", type=int, default=None)
-    tr.add_argument("--batch-size", type=int, default=None, help="paths per forward pass")
-    tr.add_argument("--grad-accum", type=int, default=None, help="forward passes per optimizer step")
-    tr.add_argument("--lr", type=float, default=None)
-    tr.add_argument("--head-lr", type=float, default=None)
-    tr.add_argument("--weight-decay", type=float, default=None)
-    tr.add_argument("--warmup-steps", type=int, default=None, help="optimizer steps of linear warm-up")
-    tr.add_argument("--max-grad-norm", type=float, default=None, help="gradient clipping norm")
-    tr.add_argument("--eval-fraction", type=float, default=None)
+    paper = TRAIN_PROFILES[DEFAULT_TRAIN_PROFILE]
+
+    def per_profile(what: str, field: str) -> str:
+        return f"{what} (profile default; paper: {getattr(paper, field)})"
+
+    tr.add_argument("--epochs", type=int, default=None, help=per_profile("passes over the samples", "epochs"))
+    tr.add_argument("--batch-size", type=int, default=None, help=per_profile("paths per forward pass", "batch_size"))
+    tr.add_argument("--grad-accum", type=int, default=None,
+                    help=per_profile("forward passes per optimizer step", "grad_accumulation"))
+    tr.add_argument("--lr", type=float, default=None, help=per_profile("peak learning rate", "learning_rate"))
+    tr.add_argument("--head-lr", type=float, default=None, help="value head learning rate (default: --lr)")
+    tr.add_argument("--weight-decay", type=float, default=None, help=per_profile("AdamW weight decay", "weight_decay"))
+    tr.add_argument("--warmup-steps", type=int, default=None,
+                    help=per_profile("optimizer steps of linear warm-up", "warmup_steps"))
+    tr.add_argument("--max-grad-norm", type=float, default=None,
+                    help=per_profile("gradient clipping norm", "max_grad_norm"))
+    tr.add_argument("--eval-fraction", type=float, default=None,
+                    help=per_profile("held-out share of the samples", "eval_fraction"))
     tr.add_argument("--max-tokens", type=int, default=8000, help="token budget of one path")
     tr.add_argument("--lora-r", type=int, default=8)
     tr.add_argument("--lora-alpha", type=int, default=32)
