@@ -197,6 +197,11 @@ def _train(samples: Sequence[Sample], model_config: ModelConfig, config: TrainCo
             targets = torch.tensor([train_enc[i].value for i in batches[index]], dtype=torch.float32, device=device)
             predictions = model(ids.to(device), mask.to(device))
             loss = torch.nn.functional.mse_loss(predictions, targets)
+            if not bool(torch.isfinite(loss)):  # one NaN step would make every later value NaN
+                raise FloatingPointError(
+                    f"value training: non-finite loss at epoch {epoch + 1}, batch {index + 1} (optimizer step "
+                    f"{step + 1}); its samples' values: {[train_enc[i].value for i in batches[index]]}; the "
+                    f"last checkpoint in {output_dir / 'checkpoints'} is intact")
             (loss / config.grad_accumulation).backward()
             losses.append(float(loss.detach()))
             pending += 1

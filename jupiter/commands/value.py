@@ -165,7 +165,7 @@ def run_train(args: argparse.Namespace) -> int:
                                    lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
                                    max_tokens=args.max_tokens, template=args.template)
         result = train_value_model(samples, model_config, train_config, args.out, resume=not args.no_resume)
-    except (ConfigError, ModelLoadError, ValueError) as exc:
+    except (ConfigError, ModelLoadError, ValueError, FloatingPointError) as exc:
         return _fail(str(exc))
     last = result.history[-1]
     print(json.dumps({"output": str(result.output_dir), "steps": result.steps,

@@ -249,3 +249,14 @@ def test_a_non_finite_value_comes_out_as_nan_and_is_not_cached(scorer, monkeypat
     monkeypatch.undo()
     scorer.clear_cache()
     assert not any(math.isnan(v) for v in scorer.evaluate(HISTORIES))
+
+
+def test_a_non_finite_loss_stops_training_instead_of_poisoning_the_weights(backbone: str, tmp_path: Path) -> None:
+    from value_model.train import train_value_model
+
+    model_config = ModelConfig(backbone=backbone, max_tokens=128, lora_targets=("q_proj", "v_proj"))
+    samples = _samples()
+    samples[1] = Sample(messages=samples[1].messages, text="", value=float("nan"), visits=1, value_sum=0.0)
+    with pytest.raises(FloatingPointError, match="non-finite loss"):
+        train_value_model(samples, model_config, _train_config(batch_size=1, gradient_checkpointing=False),
+                          tmp_path / "run", model=_tiny_value_model(model_config))
