@@ -91,7 +91,10 @@ class SearchConfig:
         cell_timeout: wall-clock limit of one cell.
         partial_credit: COLLECT rewards answers by the share of correct sub-answers (2·share − 1).
         drop_duplicates: keep one node for sibling replies whose text is identical; the node's ``multiplicity``
-            counts them, so each still counts as a vote and in the prior (``stats.duplicates_dropped``).
+            counts them, so each still counts as a vote and in the prior (``stats.duplicates_dropped``). Off
+            by default (reference code: separate children), because a folded step is explored once however
+            often the policy proposed it, and the vote then follows the distinct alternatives instead of the
+            policy's confidence (measured in benchmarks/quality: docs/search.md).
         logprob_prior: ask the backend for log-probs and use them as PUCT priors (tree modes with c_puct > 0).
         prior_rule: how a prior is made from log-probs (``PriorRule``).
         backup_rule: which new nodes are backed up (``BackupRule``).
@@ -120,7 +123,7 @@ class SearchConfig:
     chars_per_token: float = 3.5
     cell_timeout: float = 180.0
     partial_credit: bool = False
-    drop_duplicates: bool = True
+    drop_duplicates: bool = False
     logprob_prior: bool = True
     prior_rule: PriorRule = PriorRule.EXP
     backup_rule: BackupRule = BackupRule.EXPANSION

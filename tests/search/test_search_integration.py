@@ -22,7 +22,8 @@ def policy_for(*qids: int) -> ReplayPolicy:
 @pytest.mark.parametrize("mode", [Mode.COLLECT, Mode.INFER])
 def test_the_correct_path_wins_the_vote(dabench_tasks, sandbox, mode):
     task = dabench_tasks[0]
-    config = SearchConfig(mode=mode, iterations=20, expansions=3, cell_timeout=60)
+    # the script repeats itself, so fold identical replies: the whole scripted tree fits in 20 iterations
+    config = SearchConfig(mode=mode, iterations=20, expansions=3, cell_timeout=60, drop_duplicates=True)
     result = run_search(task, policy_for(0), sandbox, config, seed=3)
     tree = result.tree
     assert result.error is None
