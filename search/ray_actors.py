@@ -57,7 +57,7 @@ class TreeOutcome:
     answer: str | None
     correct: bool | None
     error: str | None
-    files: Mapping[str, bytes] = field(default_factory=dict)  # captured file of each answer node, by tag
+    files: Mapping[str, bytes] = field(default_factory=dict)  # the captured file of each node that wrote it, by tag
 
 
 @dataclass
@@ -238,13 +238,13 @@ class TreeWorker:
                 attempts[task.id] = attempt
                 yield task
 
-        from search.file_capture import answer_files
+        from search.file_capture import submission_files
 
         for result in self._solve(pull(), self._context):
             tree = result.tree
             files: dict[str, bytes] = {}
             if self._capture is not None:  # read before the executions (the capture's keys) are dropped below
-                files = answer_files(self._capture, getattr(tree, "nodes", ()))
+                files = submission_files(self._capture, getattr(tree, "nodes", ()))
                 self._capture.forget(getattr(tree, "nodes", ()))
             for node in getattr(tree, "nodes", ()):
                 node.state = None

@@ -69,7 +69,7 @@ class SearchResult:
     interrupted: bool = False
     """The tree was stopped early (a stop request, Ctrl-C, SIGTERM): the decision is over what it had."""
     files: dict[str, bytes] = field(default_factory=dict)
-    """A captured file of each answer node (tag -> bytes), filled when the tree ran elsewhere (a Ray worker
+    """The captured file of each node whose cell wrote it (tag -> bytes; DSBench scores them all), filled when the tree ran elsewhere (a Ray worker
     asked for ``capture_file``); in-process runs read their files from the sandbox instead."""
 
     @property
