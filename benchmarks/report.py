@@ -32,6 +32,7 @@ HEADLINES: dict[str, tuple[tuple[str, str], ...]] = {
     "aime2025": (("metrics.or", "OR"), ("metrics.vote", "Vote"), ("metrics.value", "Value"), ("metrics.final", "Final")),
     "dsbench": (
         ("metrics.success_rate", "Success"),
+        ("metrics.success_rate_any", "Success any (paper)"),
         ("metrics.rpg_final", "RPG"),
         ("metrics.rpg_value", "RPG value"),
         ("metrics.rpg_best", "RPG best"),
