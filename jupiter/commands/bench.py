@@ -22,6 +22,7 @@ from typing import Any
 
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.outputs import check_output_file, check_output_folder
+from jupiter.commands.search_args import add_search_arguments, config_from_args, print_config
 from jupiter.task import TaskError
 
 __all__ = ["add_parser"]
@@ -40,19 +41,14 @@ def _common(parser: argparse.ArgumentParser, benchmark: str) -> None:
     parser.add_argument("--llm", default="default",
                         help="policy spec: default | replay:FILE.json | http://HOST:PORT/v1#model=NAME | vllm:DIR | hf:DIR")
     parser.add_argument("--value-model", type=Path, help="trained value model folder (scores nodes in infer mode)")
-    parser.add_argument("--mode", choices=["infer", "collect", "react", "vote"], default="infer")
-    defaults = BENCH_DEFAULTS[benchmark]
-    parser.add_argument("--iterations", type=int, default=defaults.get("iterations"),
-                        help="search iterations per task (tree modes) or steps per path (react/vote)")
-    parser.add_argument("--expansions", type=int, help="samples per expansion (K)")
-    parser.add_argument("--max-depth", type=int, default=defaults.get("max_depth"), help="most steps on a path")
-    parser.add_argument("--max-tokens", type=int, help="most tokens per reply")
-    parser.add_argument("--cell-timeout", type=float, help="seconds per cell")
+    add_search_arguments(parser)
+    parser.set_defaults(bench_defaults=BENCH_DEFAULTS[benchmark])
     parser.add_argument("--concurrency", type=int, help="trees searched together (one batched model call per step)")
     parser.add_argument("--limit", type=int, help="only the first N tasks")
     parser.add_argument("--ids", nargs="+", help="only these task ids")
     parser.add_argument("--out", type=Path, help="run folder (default: runs/<benchmark>-<mode>-<time>)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seeds the model's sampling and the search's tie-breaks")
     parser.add_argument("--ray", action="store_true", help="run the trees on Ray (search.ray_driver)")
     parser.add_argument("--no-trees", action="store_true", help="do not save trees/<id>.json")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -98,17 +94,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from search import config_for_mode
-
-    overrides = {
-        "iterations": args.iterations,
-        "expansions": args.expansions,
-        "max_depth": args.max_depth,
-        "max_tokens": args.max_tokens,
-        "cell_timeout": args.cell_timeout,
-        "max_trees_in_flight": args.concurrency,
-    }
-    return config_for_mode(args.mode, **overrides)
+    """The profile's settings for the mode (the paper's by default), the benchmark's own budget where the
+    profile has none for it (DSBench: 50 iterations, depth 25), then the flags."""
+    extra: dict[str, Any] = {"max_trees_in_flight": args.concurrency}
+    for name, value in getattr(args, "bench_defaults", {}).items():
+        if getattr(args, name, None) is None:
+            extra[name] = value
+    return config_from_args(args, args.value_model is not None, **extra)
 
 
 def _value(path: Path | None) -> Any:
@@ -136,6 +128,7 @@ def _run_info(args: argparse.Namespace, benchmark: str, config: Any, data: Path 
         "llm": args.llm,
         "value_model": str(args.value_model) if args.value_model else None,
         "mode": args.mode,
+        "profile": args.profile,
         "data": str(data) if data else None,
         "config": config.to_dict(),
         "ray": bool(args.ray),
@@ -178,6 +171,9 @@ def _run(args: argparse.Namespace, benchmark: str, go: Any) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"jupiter bench: error: {exc}", file=sys.stderr)
         return 2
+    if args.print_config:
+        print_config(args, config)
+        return 0
     out_dir = check_output_folder(_out_dir(args, benchmark))  # resumable, but it must be a writable folder
     # DSBench scores each answer node's submission file: on Ray the workers read it from their sandboxes.
     ray_options = {"capture_file": "submission.csv"} if args.ray and benchmark == "dsbench" else {}

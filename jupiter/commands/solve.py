@@ -21,6 +21,7 @@ from typing import Any
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.interrupts import EXIT_INTERRUPTED, StopSignals
 from jupiter.commands.outputs import RunFolderState, check_output_folder, check_run_folder, move_previous_run
+from jupiter.commands.search_args import add_search_arguments, config_from_args, print_config
 from jupiter.task import TaskError, load_task_file
 
 __all__ = ["add_parser", "run"]
@@ -45,17 +46,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                              "vllm:PATH | hf:PATH (default: the embedded model)")
     parser.add_argument("--value-model", type=Path, default=None, metavar="DIR",
                         help="trained value model folder (value_model.ValueScorer)")
-    parser.add_argument("--mode", choices=MODES, default="infer")
-    parser.add_argument("--iterations", type=int, default=None,
-                        help="search iterations (tree modes, default 40) or turns (react/vote, default 25)")
-    parser.add_argument("--expansions", type=int, default=None, help="samples per expansion K (default 3)")
-    parser.add_argument("--max-depth", type=int, default=None, help="most steps on a path (default 10)")
-    parser.add_argument("--c-puct", type=float, default=None,
-                        help="PUCT exploration (default 1.25; 0 in infer mode with a value model)")
-    parser.add_argument("--temperature", type=float, default=None)
-    parser.add_argument("--max-tokens", type=int, default=None, help="most tokens per reply (default 1024)")
-    parser.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell (default 180)")
-    parser.add_argument("--seed", type=int, default=0)
+    add_search_arguments(parser, MODES)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seeds the model's sampling and the search's tie-breaks (same seed, same tree with a "
+                             "seed-deterministic backend)")
     parser.add_argument("--data-dir", type=Path, default=None, help="folder holding the task's data files")
     parser.add_argument("--setup", type=Path, default=None, metavar="FILE.py",
                         help="a setup cell (imports, data loading) run once in the root state of every task; "
@@ -99,28 +93,16 @@ def _load_value(path: Path) -> Any:
 
 
 def _config(args: argparse.Namespace, has_value: bool) -> tuple[Any, list[str]]:
-    from search import ConfigError, Mode, config_for_mode
+    """The search settings (profile + flags) and notes for result.json on what they mean for this run."""
+    from search import Mode
 
-    notes: list[str] = []
-    mode = Mode(args.mode)
-    c_puct = args.c_puct
-    if mode is Mode.INFER and c_puct is None:
-        if has_value:
-            c_puct = 0.0
-            notes.append("infer with a value model: value-guided selection (c_puct 0)")
-        else:
-            notes.append("infer without a value model: PUCT with c_puct 1.25 and log-prob (or uniform) priors; "
-                         "node values are 0 except failures (-1); the answer is decided by majority vote")
-    overrides = dict(iterations=args.iterations, expansions=args.expansions, max_depth=args.max_depth,
-                     c_puct=c_puct, temperature=args.temperature, max_tokens=args.max_tokens,
-                     cell_timeout=args.cell_timeout)
-    if mode in (Mode.REACT, Mode.VOTE):
-        overrides.pop("expansions")
-        overrides.pop("c_puct")
-    try:
-        return config_for_mode(mode, **overrides), notes
-    except ConfigError as exc:
-        raise TaskError(str(exc)) from None
+    config = config_from_args(args, has_value)
+    notes: list[str] = [f"profile {args.profile}"]
+    if config.mode is Mode.INFER:
+        guide = "value-model estimates" if has_value else "failures only (-1; no value model)"
+        notes.append(f"infer: c_puct {config.c_puct}, selection guided by {guide}; "
+                     f"answer by {config.decision.value}")
+    return config, notes
 
 
 def _out_dir(args: argparse.Namespace, task_id: str) -> Path:
@@ -244,6 +226,10 @@ def run(args: argparse.Namespace) -> int:
         from jupiter.commands.solve_remote import run_remote
 
         return run_remote(args)
+    if args.print_config:
+        config, _ = _config(args, args.value_model is not None)
+        print_config(args, config)
+        return 0
     if args.ray:
         if args.out is not None:
             check_output_folder(args.out)  # resumable: earlier trees stay, but it must be a writable folder
