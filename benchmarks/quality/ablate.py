@@ -8,7 +8,7 @@ sandbox — the policy's seed leaves observations out, so the draws are identica
 trees on both) — in milliseconds, so many seeds and settings can be compared. Never a stand-in for the
 benchmark itself: ``search_vs_baselines.py`` runs the real sandbox.
 
-    python -m benchmarks.quality.ablate [--seeds 0,1,2,3,4] [--iterations 20] [--json]
+    python -m benchmarks.quality.ablate [--seeds 0,1,2,3,4] [--iterations 40] [--json]
 """
 
 from __future__ import annotations
@@ -71,21 +71,25 @@ class StatusNotebook:
 
 
 def variants(iterations: int) -> dict[str, SearchConfig]:
-    """The paper's inference settings and the single changes that test a cause each."""
+    """The paper's inference settings and the single changes that test a cause each.
+
+    Voting gets as many runs as spend about the tree's tokens (``vote_eq_runs``: a tree spends about 2 runs'
+    worth per 10 iterations on this policy; measured, ``tokens`` in the report).
+    """
     from benchmarks.quality.search_vs_baselines import mcts_config
 
     paper = mcts_config(iterations=iterations)
+    eq_runs = max(5, round(iterations / 2))
     return {
         "react": react_config(),
         "vote": vote_config(),
-        "vote, 10 runs (about the tokens of mcts)": vote_config(runs=10),
-        "mcts (paper: c_puct 0)": paper,
-        "mcts, duplicates as separate nodes": paper.replace(drop_duplicates=False),
+        f"vote, {eq_runs} runs (about the tokens of mcts)": vote_config(runs=eq_runs),
+        "mcts (paper profile: c_puct 0, duplicates kept)": paper,
+        "mcts, duplicates folded into one node": paper.replace(drop_duplicates=True),
         "mcts, c_puct 1.25 + exp prior": paper.replace(c_puct=1.25),
         "mcts, c_puct 1.25 + uniform prior": paper.replace(c_puct=1.25, prior_rule="uniform"),
         "mcts, per-child zero back-up": paper.replace(backup_rule="per-child"),
-        "mcts, 40 iterations": paper.replace(iterations=2 * iterations),
-        "mcts, duplicates separate, 40 iterations": paper.replace(drop_duplicates=False, iterations=2 * iterations),
+        f"mcts, {iterations // 2} iterations": paper.replace(iterations=iterations // 2),
     }
 
 
@@ -118,7 +122,7 @@ def run_variant(questions: Sequence[QuestionSolutions], config: SearchConfig, se
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2,3,4")
-    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--iterations", type=int, default=40, help="inference iterations (paper: 40)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     questions = list(load_solutions().questions)

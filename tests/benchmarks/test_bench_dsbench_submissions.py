@@ -52,7 +52,7 @@ def _run(tmp_path: Path, make_task, *extra: str) -> Path:
     root, tasks_json, replay = _setup(tmp_path, make_task)
     out = tmp_path / "run"
     assert main(["bench", "dsbench", "--data", str(root), "--tasks-json", str(tasks_json), "--llm", f"replay:{replay}",
-                 "--iterations", "6", "--out", str(out), "--no-progress", *extra]) == 0
+                 "--iterations", "6", "--expansions", "1", "--out", str(out), "--no-progress", *extra]) == 0
     return out
 
 
@@ -96,7 +96,7 @@ def test_value_selected_is_the_highest_q_writer(tmp_path, make_task):
 
     root, tasks_json, replay = _setup(tmp_path, make_task)
     data = load_dsbench(root, load_specs(tasks_json))
-    config = resolve_profile("paper", "infer", iterations=6, max_depth=25)
+    config = resolve_profile("paper", "infer", iterations=6, max_depth=25, expansions=1)
     options = RunOptions(out_dir=tmp_path / "run", progress=False, save_trees=False)
     outcome, summary = run_dsbench(data, load_policy(f"replay:{replay}"), config, options,
                                    value=_FavoursThePerfectFile())

@@ -47,7 +47,7 @@ def dabench_run(bench_shared, tmp_path_factory):
     replay = write_json(tmp / "replay.json", script)
     out = tmp / "run"
     code = main(["bench", "dabench", "--llm", f"replay:{replay}", "--limit", str(QUESTIONS), "--iterations", "3",
-                 "--out", str(out), "--no-progress"])
+                 "--expansions", "1", "--out", str(out), "--no-progress"])  # one scripted path per question
     assert code == 0
     return out, expected
 
@@ -220,7 +220,7 @@ def _dsbench_toy_run(tmp_path: Path, make_task, *extra: str) -> Path:
     replay = write_json(tmp_path / "replay.json", script)
     out = tmp_path / "run"
     assert main(["bench", "dsbench", "--data", str(root), "--tasks-json", str(tasks_json), "--tasks", "toy-regression",
-                 "--llm", f"replay:{replay}", "--iterations", "5", "--c-puct", "1.25", "--out", str(out),
+                 "--llm", f"replay:{replay}", "--iterations", "5", "--expansions", "2", "--c-puct", "1.25", "--out", str(out),
                  "--no-progress", *extra]) == 0
     return out
 

@@ -228,7 +228,9 @@ def test_ablation_runs_the_engine_over_settings(questions) -> None:
     from benchmarks.quality.ablate import run_variant, variants
 
     configs = variants(iterations=8)
-    assert "mcts (paper: c_puct 0)" in configs and "mcts, duplicates as separate nodes" in configs
-    row = run_variant(questions[:6], configs["mcts (paper: c_puct 0)"], seed=0)
+    paper = configs["mcts (paper profile: c_puct 0, duplicates kept)"]
+    assert (paper.c_puct, paper.drop_duplicates, paper.iterations) == (0.0, False, 8)
+    assert configs["mcts, duplicates folded into one node"].drop_duplicates
+    row = run_variant(questions[:6], paper, seed=0)
     assert 0.0 <= row["acc"] <= row["in_tree_rate"] <= 1.0 and row["tokens"] > 0
-    assert row == run_variant(questions[:6], configs["mcts (paper: c_puct 0)"], seed=0)  # deterministic
+    assert row == run_variant(questions[:6], paper, seed=0)  # deterministic

@@ -139,13 +139,16 @@ def test_malformed_responses_give_clear_errors(scripted_openai, body, message):
     assert scripted_openai.url in str(info.value)
 
 
-def test_connection_refused_names_the_url_after_retries():
+def test_connection_refused_names_the_url_after_one_quick_retry():
+    """A refused connection (nothing listens) is retried once, quickly, not through the whole back-off."""
+    from jupiter.llm.retry import REFUSED_RETRY_S
+
     url = f"http://127.0.0.1:{free_port()}/v1"
     sleeps = Sleeps()
-    policy = HttpPolicy(HttpConfig(base_url=url, model="m", max_retries=2, connect_timeout=2), sleep=sleeps)
-    with policy, pytest.raises(PolicyConnectionError, match=rf"{url}/chat/completions.*3 attempts"):
+    policy = HttpPolicy(HttpConfig(base_url=url, model="m", max_retries=4, connect_timeout=2), sleep=sleeps)
+    with policy, pytest.raises(PolicyConnectionError, match=rf"{url}/chat/completions.*2 attempts.*refused"):
         policy.generate([chat("x")], SamplingParams())
-    assert sleeps == [0.5, 1.0]
+    assert sleeps == [REFUSED_RETRY_S]
 
 
 def test_model_discovered_and_api_key_sent(scripted_openai, monkeypatch):
