@@ -182,9 +182,12 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
             stats.duplicates_dropped += duplicates
             for completion in completions:
                 stats.completion_tokens += int(completion.num_tokens or 0)
-                prompt_tokens = getattr(completion, "prompt_tokens", None)
-                if prompt_tokens is not None:
-                    stats.prompt_tokens = (stats.prompt_tokens or 0) + int(prompt_tokens)
+            # the K samples of one history continue one prompt: it is processed (and counted) once, as the
+            # backends' own usage counters do
+            prompt_tokens = next((c.prompt_tokens for c in completions
+                                  if getattr(c, "prompt_tokens", None) is not None), None)
+            if prompt_tokens is not None:
+                stats.prompt_tokens = (stats.prompt_tokens or 0) + int(prompt_tokens)
             request.node.expanded = True
             for draft in drafts:
                 parsed = draft.parsed

@@ -12,7 +12,7 @@ real engine, the real fork sandbox and the real tables:
   value model (Gemma 3 270M, CPU, ``--train-steps``) → inference with it on the other half; ``mcts_acc_heldout``
   is ``mcts`` on that same half.
 
-    python benchmarks/quality/search_vs_baselines.py --json [--seeds 0,1,2] [--questions N] [--iterations 20]
+    python benchmarks/quality/search_vs_baselines.py --json [--seeds 0,1,2] [--questions N] [--iterations 40]
         [--no-value-model] [--train-steps 40] [--out FILE] [--keep-trees DIR]
 
 Prints one JSON object with ``--json``: per mode ``acc``, ``in_tree_rate``, ``tokens``, ``model_calls``,
@@ -161,7 +161,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--seeds", default="0", help="comma-separated seeds (mean and spread over them)")
     p.add_argument("--questions", type=int, default=None, help="first N questions, levels interleaved")
-    p.add_argument("--iterations", type=int, default=20, help="tree iterations at inference (issue 12: 20)")
+    p.add_argument("--iterations", type=int, default=40,
+                   help="tree iterations at inference (the paper's 40; issue 12's first look used 20)")
     p.add_argument("--expansions", type=int, default=3, help="K, children per expansion")
     p.add_argument("--collect-iterations", type=int, default=50, help="iterations per collection tree (paper: 50)")
     p.add_argument("--vote-runs", type=int, default=5)

@@ -313,9 +313,6 @@ def test_solve_reports_prompt_tokens(tmp_path, task):
     assert result["stats"]["prompt_tokens"] == result["policy_stats"]["prompt_tokens"]
 
 
-@pytest.mark.xfail(strict=False, reason="search/driver.py adds Completion.prompt_tokens once per sample, so a "
-                                        "history's prompt counts K times; the fix (one count per history) is "
-                                        "the driver owner's")
 def test_solve_counts_a_shared_prompt_once_per_history(tmp_path, task):
     result = _prompt_tokens(tmp_path, task, 3)
     assert result["stats"]["prompt_tokens"] == result["policy_stats"]["prompt_tokens"]
