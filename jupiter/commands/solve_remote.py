@@ -109,9 +109,17 @@ def run_remote(args: argparse.Namespace) -> int:
     """Solve ``args.task`` on ``args.server``; exit code as a local solve's (0 answer, 1 none, 2 error)."""
     from jupiter.client import Client, ClientError, JobStatus
 
+    from jupiter.commands.outputs import RunFolderState, check_run_folder, move_previous_run
+
     _refuse_local_only(args)
     record, files, task_id = _task_dict(args)
     out = _out_dir(args, task_id)
+    # as a local solve: a bad --out fails before the job is sent, not after the server has searched
+    folder = check_run_folder(out, force=getattr(args, "force", False))
+    if folder.state is RunFolderState.INTERRUPTED:
+        previous = move_previous_run(out)
+        print(f"jupiter: {out} holds an interrupted run; starting over, its files are kept in {previous}",
+              file=sys.stderr)
     try:
         with Client(args.server, token=getattr(args, "token", None)) as client:
             job_id = client.submit(record, files, remote_settings(args))

@@ -222,6 +222,25 @@ def test_jupiter_solve_server_refuses_local_only_flags_and_a_dead_server(tmp_pat
     assert proc.stderr.strip().count("\n") == 0 and "connection refused" in proc.stderr
 
 
+def test_jupiter_solve_server_checks_out_before_sending_the_job(tmp_path: Path) -> None:
+    """A bad --out fails at once (exit 2, one line naming --out), before the server is contacted: the port
+    here is closed, so a check made after submitting would report the connection instead."""
+    port = free_port()
+    taken = tmp_path / "a-file"
+    taken.write_text("x")
+    finished = tmp_path / "finished"
+    finished.mkdir()
+    (finished / "result.json").write_text(json.dumps({"answer": "@x[1]"}))
+    for out in (taken, finished):
+        proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(EXAMPLE_TASK), "--server",
+                               f"http://127.0.0.1:{port}", "--out", str(out), "--no-progress"],
+                              capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().count("\n") == 0 and "--out" in proc.stderr, proc.stderr
+        assert "refused" not in proc.stderr and "Traceback" not in proc.stderr
+    assert taken.read_text() == "x" and json.loads((finished / "result.json").read_text())["answer"] == "@x[1]"
+
+
 # ------------------------------------------------------------------------------------------ the benchmark
 def _serve_load(*args: str) -> dict:
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "perf" / "serve_load.py"), "--json", *args],
