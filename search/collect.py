@@ -141,6 +141,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: SearchConfig fields whose flag here differs from ``jupiter solve``'s (error messages name the flag)
+_FLAGS = {"max_trees_in_flight": "--trees-per-worker", "partial_credit": "--partial-credit"}
+
+
 def build_config(args: argparse.Namespace) -> Any:
     """The SearchConfig of a collection from the CLI arguments (COLLECT mode)."""
     from search.config import Mode
@@ -205,7 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             print(json.dumps({"profile": args.profile, "config": build_config(args).to_dict()}, indent=2))
         except ConfigError as exc:
-            parser.error(str(exc))
+            from jupiter.commands.search_args import flag_message
+
+            parser.error(flag_message(str(exc), _FLAGS))
         return 0
     if args.tasks is None or (args.out is None and not args.dry_run):
         parser.error("--tasks and --out are required (or --check-working-dir DIR)")
@@ -213,11 +219,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from jupiter.task import TaskError, load_tasks
     from search.config import ConfigError
 
+    from jupiter.commands.outputs import check_output_folder
+    from jupiter.commands.search_args import flag_message
+
     try:
         config = build_config(args)
         tasks = load_tasks(args.tasks, data_dir=args.data_dir, labels=args.labels)
+        if args.out is not None and not args.dry_run:
+            check_output_folder(args.out)  # resumable, but a file or an unwritable place fails before Ray starts
     except (TaskError, ConfigError) as exc:
-        parser.error(str(exc))
+        parser.error(flag_message(str(exc), _FLAGS))
     if args.limit is not None:
         tasks = tasks[: args.limit]
     unlabeled = [t.id for t in tasks if t.label is None]

@@ -70,10 +70,13 @@ def add_search_arguments(parser: argparse.ArgumentParser, modes: Iterable[str] =
                        help="print the resolved settings (and where each comes from) as JSON and exit")
 
 
-def flag_message(message: str) -> str:
-    """Rewrite ``SearchConfig.field`` in an error message as the flag the user would type."""
+def flag_message(message: str, flags: dict[str, str] | None = None) -> str:
+    """Rewrite ``SearchConfig.field`` in an error message as the flag the user would type (``flags``: a
+    command's own names where they differ from ``FIELD_FLAGS``)."""
+    names = {**FIELD_FLAGS, **(flags or {})}
+
     def repl(match: re.Match[str]) -> str:
-        return FIELD_FLAGS.get(match.group(1), match.group(0))
+        return names.get(match.group(1), match.group(0))
 
     return re.sub(r"SearchConfig\.(\w+)", repl, message)
 

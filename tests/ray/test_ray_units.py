@@ -141,7 +141,23 @@ def test_collect_dry_run_and_errors(tmp_path, capsys, task_files_local):
     assert "no label" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--tasks", str(tasks), "--out", str(tmp_path / "o"), "--iterations", "0"])
-    assert "iterations" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--iterations" in err and "SearchConfig" not in err
+    with pytest.raises(SystemExit):
+        main(["--tasks", str(tasks), "--out", str(tmp_path / "o"), "--trees-per-worker", "0"])
+    err = capsys.readouterr().err
+    assert "--trees-per-worker" in err and "SearchConfig" not in err
+
+
+def test_collect_checks_out_before_starting_ray(tmp_path, capsys, task_files_local):
+    tasks, _ = task_files_local
+    taken = tmp_path / "a-file"
+    taken.write_text("x")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--tasks", str(tasks), "--out", str(taken)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and str(taken) in err and taken.read_text() == "x"
 
 
 def test_check_working_dir_names_the_largest_files(tmp_path):
