@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -92,8 +93,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)
 
 
+#: config fields whose flag is not ``--`` + the field name with dashes
+_IRREGULAR_FLAGS = {"grad_accumulation": "--grad-accum", "learning_rate": "--lr", "head_learning_rate": "--head-lr",
+                    "gradient_checkpointing": "--no-gradient-checkpointing", "backbone": "--base",
+                    "max_correct": "--max-correct", "max_wrong": "--max-wrong"}
+
+
+def _flag_names(message: str) -> str:
+    """``TrainConfig.learning_rate: ...`` -> ``--lr: ...``: errors name what the user typed."""
+    def repl(match: re.Match[str]) -> str:
+        field = match.group(1)
+        return _IRREGULAR_FLAGS.get(field, "--" + field.replace("_", "-"))
+
+    return re.sub(r"\b(?:TrainConfig|ExtractConfig|ModelConfig)\.(\w+)", repl, message)
+
+
 def _fail(message: str) -> int:
-    print(f"jupiter: error: {message}", file=sys.stderr)
+    print(f"jupiter: error: {_flag_names(message)}", file=sys.stderr)
     return 2
 
 

@@ -53,3 +53,14 @@ def test_train_then_score_end_to_end(tmp_path: Path, capsys, backbone: str) -> N
     rows = [json.loads(line) for line in scores.read_text().splitlines()]
     assert [r["index"] for r in rows] == [0, 1, 2, 3]
     assert all(-1 <= r["value"] <= 1 and "label" in r for r in rows)
+
+
+def test_config_errors_name_the_flag_not_the_field(tmp_path: Path, capsys) -> None:
+    assert main(["value", "train", "--print-config", "--lr", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "--lr" in err and "TrainConfig" not in err, err
+    tree = tmp_path / "t.json"
+    tree.write_text(json.dumps(our_tree()))
+    assert main(["value", "extract", str(tree), "-o", str(tmp_path / "s.jsonl"), "--max-wrong", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-wrong" in err and "ExtractConfig" not in err, err
