@@ -25,6 +25,7 @@ def seed_figures(modes: dict[str, dict[str, Any]], heldout: dict[str, Any] | Non
         "vote_acc": get("vote", "acc"),
         "mcts_acc": get("mcts", "acc"),
         "mcts_vm_acc": get("mcts_vm", "acc"),
+        "mcts_vm_value_acc": get("mcts_vm", "value_acc"),  # same trees, --decision value
         "mcts_acc_heldout": heldout.get("acc") if heldout else None,
         "vote_eq_acc": get("vote_eq", "acc"),
         "vote_eq_tokens": get("vote_eq", "tokens"),

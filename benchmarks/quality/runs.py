@@ -43,6 +43,7 @@ class TreeOutcome:
     nodes: int
     code_errors: int
     error: str | None = None
+    value_correct: bool | None = None  # the value-selected answer is right (None: no value model, no answer)
 
 
 @dataclass
@@ -77,6 +78,9 @@ class ModeRun:
             "wall_s": round(self.wall_s, 3),
             "nodes": sum(o.nodes for o in self.outcomes),
             "no_answer": sum(o.answer is None for o in self.outcomes),
+            # the value decision (--decision value) on the same trees; None without a value model
+            "value_acc": (_share(sum(bool(o.value_correct) for o in self.outcomes), n)
+                          if any(o.value_correct is not None for o in self.outcomes) else None),
             "errors": sum(o.error is not None for o in self.outcomes),
         }
 
@@ -108,6 +112,9 @@ def outcome_of(result: SearchResult) -> TreeOutcome:
     if votes and result.answer is not None:
         agrees = canonical_answer(result.answer) in plurality
     correct = bool(label is not None and result.answer is not None and reward(result.answer, label) == 1.0)
+    value_answer = getattr(result, "value_answer", None)
+    value_correct = (None if value_answer is None or label is None
+                     else reward(value_answer, label) == 1.0)
     stats = result.stats
     return TreeOutcome(
         task_id=result.task_id, level=task.level if task is not None else "", answer=result.answer,
@@ -116,7 +123,7 @@ def outcome_of(result: SearchResult) -> TreeOutcome:
         agrees_with_plurality=agrees, decided_by=result.decided_by, tokens=int(stats.completion_tokens),
         model_calls=int(stats.model_calls), requests=int(stats.requests),
         kernel_seconds=float(stats.kernel_seconds), nodes=int(stats.nodes), code_errors=int(stats.code_errors),
-        error=result.error,
+        error=result.error, value_correct=value_correct,
     )
 
 

@@ -273,12 +273,13 @@ def _routes(app: FastAPI) -> None:
                 return _error(400, f"status: {status!r} is not one of {', '.join(s.value for s in JobStatus)}")
         if not 1 <= limit <= 10000:
             return _error(400, f"limit: must be 1..10000 (got {limit})")
-        records = _server(request).store.list(wanted, limit=limit)
+        records = await asyncio.to_thread(_server(request).store.list, wanted, limit=limit)
         return JSONResponse({"tasks": [r.to_json(with_result=False) for r in records]})
 
     @app.get("/v1/tasks/{job_id}", summary="A job: status, progress, result")
     async def get_job(request: Request, job_id: str) -> JSONResponse:
-        return JSONResponse(_record(request, job_id).to_json())
+        record = await asyncio.to_thread(_record, request, job_id)
+        return JSONResponse(record.to_json())
 
     @app.delete("/v1/tasks/{job_id}", summary="Cancel a job")
     async def cancel_job(request: Request, job_id: str) -> JSONResponse:
@@ -305,7 +306,7 @@ def _routes(app: FastAPI) -> None:
     @app.get("/healthz", summary="Liveness and queue size")
     async def healthz(request: Request) -> JSONResponse:
         server = _server(request)
-        counts = server.store.counts()
+        counts = await asyncio.to_thread(server.store.counts)
         return JSONResponse({"status": "ok", "version": __version__, "policy": server.config.llm,
                              "queued": counts[JobStatus.QUEUED], "running": server.scheduler.running,
                              "ray": server.config.ray_address is not None})
@@ -337,7 +338,7 @@ def _download_route(app: FastAPI, name: str, media: str) -> None:
 
 async def _submit(request: Request, server: ServerState) -> JSONResponse:
     config = server.config
-    if server.store.counts()[JobStatus.QUEUED] >= config.max_queue:
+    if (await asyncio.to_thread(server.store.counts))[JobStatus.QUEUED] >= config.max_queue:
         raise SubmissionError(f"queue full: {config.max_queue} jobs are waiting; try again later", status=429)
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
@@ -405,16 +406,24 @@ async def _accept(form: Any, server: ServerState) -> JSONResponse:
     except json.JSONDecodeError as exc:
         raise SubmissionError(f"task: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     job_id = uuid.uuid4().hex
+    # Files, task loading, the database row and the queue all block (disk, SQLite's lock that the driver
+    # threads also take after every step): off the event loop, so other requests are not held up behind them.
+    await asyncio.to_thread(_register_job, server, job_id, task_text, uploads, names, settings)
+    return JSONResponse({"id": job_id, "status": JobStatus.QUEUED.value}, status_code=202)
+
+
+def _register_job(server: ServerState, job_id: str, task_text: str, uploads: list[Any], names: list[str],
+                  settings: dict[str, Any]) -> None:
+    """Write the job's folder, check its task, insert its row and queue it (a failure leaves no folder)."""
     paths = server.paths(job_id)
     try:
-        await asyncio.to_thread(_write_job, paths, task_text, uploads, names)
+        _write_job(paths, task_text, uploads, names)
         spec = server.spec_for(job_id, settings)
     except BaseException:
         shutil.rmtree(paths.root, ignore_errors=True)
         raise
     server.store.insert(job_id, spec.task_id, spec.task.question, settings)
     server.scheduler.submit(spec)
-    return JSONResponse({"id": job_id, "status": JobStatus.QUEUED.value}, status_code=202)
 
 
 def _write_job(paths: JobPaths, task_text: str, uploads: list[Any], names: list[str]) -> None:

@@ -196,6 +196,7 @@ def test_script_with_the_value_model_arm_and_two_seeds(tmp_path: Path) -> None:
     report = _run(["--questions", "4", "--iterations", "6", "--collect-iterations", "16", "--train-steps", "2",
                    "--seeds", "0,1", "--out", str(tmp_path / "r.json")], timeout=1800)
     assert report["mcts_vm_acc"] is not None and report["mcts_acc_heldout"] is not None
+    assert 0.0 <= report["mcts_vm_value_acc"] <= 1.0  # the value decision on the same trees
     assert report["train"]["steps"] == 2 and report["train"]["samples"] >= 4
     assert set(report["spread"]) >= {"react_acc", "mcts_acc", "mcts_vm_acc"}
     saved = json.loads((tmp_path / "r.json").read_text())
