@@ -24,10 +24,10 @@ HEADLINES: dict[str, tuple[tuple[str, str], ...]] = {
         ("metrics.abq", "ABQ"),
         ("metrics.pasq", "PASQ"),
         ("metrics.uasq", "UASQ"),
-        ("metrics.abq_strict", "ABQ strict"),
-        ("abq_vote_strict", "ABQ vote"),
-        ("abq_value_selected_strict", "ABQ value"),
-        ("abq_any_candidate_strict", "ABQ any"),
+        ("metrics.abq_all_tasks", "ABQ all tasks"),  # every selected task; an unfinished one counts wrong
+        ("abq_vote_all_tasks", "ABQ vote"),
+        ("abq_value_selected_all_tasks", "ABQ value"),
+        ("abq_any_candidate_all_tasks", "ABQ any"),
     ),
     "aime2025": (("metrics.or", "OR"), ("metrics.vote", "Vote"), ("metrics.value", "Value"), ("metrics.final", "Final")),
     "dsbench": (
@@ -101,7 +101,7 @@ def _markdown(summary: Mapping[str, Any], curves: Sequence[Curve], plot: Path | 
         lines += [f"- {k}: `{v}`" for k, v in run.items()] + [""]
     lines += ["| figure | value |", "|---|---|"]
     lines += [f"| {title} | {_fmt(value)} |" for title, value in headline(summary)]
-    for section, title in (("metrics.by_level", "ABQ (strict) per level"), ("metrics.by_concept", "ABQ (strict) per concept")):
+    for section, title in (("metrics.by_level", "ABQ per level (all its tasks)"), ("metrics.by_concept", "ABQ per concept (all its tasks)")):
         table = _get(summary, section)
         if table:
             lines += ["", f"## {title}", "", "| | ABQ |", "|---|---|"] + [f"| {k} | {_fmt(v)} |" for k, v in table.items()]

@@ -61,7 +61,8 @@ def test_dabench_replay_run_gives_the_expected_metrics(dabench_run, bench_shared
     m = summary["metrics"]
     assert m["abq"] == reference.abq == 0.5
     assert m["uasq"] == reference.uasq == round(18 / 26, 4)
-    assert m["pasq"] == reference.pasq and m["abq_strict"] == 0.5 and m["n"] == QUESTIONS
+    assert m["pasq"] == reference.pasq and m["abq_all_tasks"] == 0.5 and m["n"] == QUESTIONS
+    assert "ABQ all tasks" in (out / "summary.md").read_text() and "strict" not in (out / "summary.md").read_text()
     assert set(m["by_level"]) <= {"easy", "medium", "hard"} and m["by_concept"]
     assert summary["finished"] == QUESTIONS and summary["candidates_mean"] == 1.0
     assert summary["iterations_mean"] == 2.0 and summary["nodes_total"] == 3 * QUESTIONS
