@@ -257,3 +257,53 @@ def test_token_file_is_read_and_checked(tmp_path):
         _token(argparse.Namespace(token=None, token_file=path))
     with pytest.raises(TaskError, match="cannot read"):
         _token(argparse.Namespace(token=None, token_file=tmp_path / "missing"))
+
+
+class _PrefersWaiting:
+    """A scripted value model (the search's ``Value`` protocol): a state after a 'tick' is worth more."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def evaluate(self, histories):
+        self.calls += 1
+        return [0.8 if "tick" in str(h[-1].get("content", "")) else -0.2 for h in histories]
+
+
+def test_a_value_model_scores_the_jobs_nodes_and_progress_is_in_the_database_while_it_runs(tmp_path):
+    from jupiter.llm import load_replay
+    from sandbox import Sandbox, SandboxConfig
+
+    from jupiter.serve.jobs import JobSpec
+    from jupiter.serve.scheduler import Scheduler
+
+    value = _PrefersWaiting()
+    store, hub = JobStore(tmp_path / "db.sqlite"), EventHub()
+    scheduler = Scheduler(store, hub, load_replay(sleepy_replay(tmp_path / "s.json", seconds=0.3)),
+                          lambda: Sandbox(SandboxConfig()), max_trees=2, value=value)
+    settings = {"iterations": 6, "expansions": 2}
+    job_id = "f" * 32
+    paths = job_paths(tmp_path / "jobs", job_id)
+    paths.files.mkdir(parents=True)
+    paths.task.write_text(json.dumps(SIMPLE_TASK))
+    task = load_job_task(paths)
+    store.insert(job_id, task.id, task.question, settings)
+    scheduler.submit(JobSpec(job_id, as_job_task(task, job_id), task.id, search_config(settings, "paper", 2, None),
+                             0, paths))
+    seen_running: list[int] = []  # nodes the database shows while the job runs: written as the tree grows
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not store.get(job_id).status.is_final:
+        record = store.get(job_id)
+        if record.status is JobStatus.RUNNING:
+            seen_running.append(int(record.progress["nodes"]))
+        time.sleep(0.1)
+    scheduler.shutdown()
+    record = store.get(job_id)
+    assert record.status is JobStatus.DONE, record.error
+    assert len(set(n for n in seen_running if n > 0)) >= 2, f"progress was not written during the run: {seen_running}"
+    result = record.result
+    assert value.calls > 0
+    assert result["value_answer"] == "@x[1]" and result["answer"] == "@x[1]"
+    assert result["decided_by"] == "vote" and result["vote_table"][0]["count"] >= 2
+    assert result["vote_table"][0]["mean_value"] != 0.0  # the answers' values come from the value model
+    assert result["stats"]["value_calls"] > 0
