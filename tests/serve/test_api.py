@@ -222,3 +222,16 @@ def test_the_sandbox_sees_only_its_own_job(start_server, tmp_path):
     observation = nodes[1]["observation"]
     assert "DENIED" in observation and "SEEN" not in observation, observation
     assert "test_ave.csv" in observation  # its own file is there
+
+
+def test_an_nbqa_record_is_accepted_and_solved(server):
+    """The NbQA layout (task, file_names, constraints, format, label) is a task like ours."""
+    record = {"task": "Calculate the mean fare paid by the passengers.", "file_names": ["test_ave.csv"],
+              "constraints": "Round to two decimal places.", "format": "@mean_fare[mean_fare_value]",
+              "label": "@mean_fare[34.65]", "concepts": ["Summary Statistics"], "difficulty": "easy"}
+    response = server.submit(task=record, settings={"iterations": 4})
+    assert response.status_code == 202, response.text
+    job = server.wait(response.json()["id"])
+    assert job["status"] == "done", job.get("error")
+    assert job["question"].startswith("Calculate the mean fare")
+    assert job["result"]["answer"] == "@mean_fare[34.65]" and job["result"]["correct"] is True

@@ -62,6 +62,15 @@ def test_cancel_running_and_queued_jobs_and_queue_limit(start_server, tmp_path):
     assert events[-1][1]["status"] == "cancelled"
     health = server.get("/healthz").json()
     assert health["running"] == 0 and health["queued"] == 0
+    # the cancelled tree's sandbox is closed: no live notebook state is left behind
+    deadline, states = time.monotonic() + 10, None
+    while time.monotonic() < deadline:
+        metrics = server.get("/metrics").text
+        states = int(next(l for l in metrics.splitlines() if l.startswith("jupiter_sandbox_states ")).split()[1])
+        if states == 0:
+            break
+        time.sleep(0.2)
+    assert states == 0
 
 
 def test_kill_9_mid_search_then_restart_finishes_the_job(start_server, tmp_path):
