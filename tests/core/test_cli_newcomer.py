@@ -378,3 +378,18 @@ def test_the_interrupted_message_promises_a_resume_only_where_there_is_one(tmp_p
     monkeypatch.setattr("nbqa_pipeline.filter_stage.run_filter", interrupted)
     assert main(["nbqa", "filter", str(labels), "--out", str(tmp_path / "f")]) == 130
     assert "rerun the same command to resume" in capsys.readouterr().err
+
+
+def test_an_unreachable_model_server_fails_fast_with_one_line(tmp_path, task):
+    """Nothing listens on the port: one quick retry, then exit 2 naming the URL (no back-off, no warnings)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = jupiter("solve", str(task), "--llm", f"http://127.0.0.1:{port}/v1#model=m", "--out",
+                   str(tmp_path / "out"), "--iterations", "2", "--no-progress")
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and f"127.0.0.1:{port}" in errors[0] and "refused" in errors[0], done.stderr
+    assert "WARNING" not in done.stderr and "retrying" not in done.stderr, done.stderr
