@@ -27,6 +27,7 @@ import argparse
 import json
 import logging
 import math
+import signal
 import sys
 import tempfile
 import time
@@ -205,18 +206,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = tasks_for(questions, args.dabench or default_data_dir("dabench"))
     started = time.perf_counter()
     per_seed: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="jupiter-quality-") as tmp:
-        workdir = args.workdir or Path(tmp)
-        trained: dict[str, Any] = {}
-        for seed in seeds:
-            def partial(runs: dict[str, ModeRun], seed: int = seed) -> None:
-                if args.out is not None:
-                    args.out.parent.mkdir(parents=True, exist_ok=True)
-                    done = {"seed": seed, "finished_seeds": [s["figures"] for s in per_seed],
-                            "modes": {n: r.to_dict() for n, r in runs.items()}}
-                    args.out.with_suffix(".partial.json").write_text(json.dumps(done, default=str) + "\n",
-                                                                      encoding="utf-8")
-            per_seed.append(run_seed(seed, tasks, questions, args, workdir, trained, on_mode=partial))
+    interrupted = False
+    previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        with tempfile.TemporaryDirectory(prefix="jupiter-quality-") as tmp:
+            workdir = args.workdir or Path(tmp)
+            trained: dict[str, Any] = {}
+            for seed in seeds:
+                def partial(runs: dict[str, ModeRun], seed: int = seed) -> None:
+                    if args.out is not None:
+                        args.out.parent.mkdir(parents=True, exist_ok=True)
+                        done = {"seed": seed, "finished_seeds": [s["figures"] for s in per_seed],
+                                "modes": {n: r.to_dict() for n, r in runs.items()}}
+                        args.out.with_suffix(".partial.json").write_text(json.dumps(done, default=str) + "\n",
+                                                                          encoding="utf-8")
+                per_seed.append(run_seed(seed, tasks, questions, args, workdir, trained, on_mode=partial))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report the seeds that finished (the partial file has the rest)
+        interrupted = True
+        if not per_seed:
+            print("interrupted before any seed finished; the modes measured so far are in the .partial.json "
+                  "beside --out", file=sys.stderr)
+            return 130
+        seeds = [s["figures"]["seed"] for s in per_seed]
+        print(f"interrupted: reporting the finished seed(s) {seeds}", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
     report = aggregate([s["figures"] for s in per_seed])
     report["targets"] = targets(report)
     report["modes"] = {name: summary for name, summary in per_seed[0]["modes"].items()} if len(seeds) == 1 else \
@@ -235,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "mcts_config": mcts_config(iterations=args.iterations,
                                                      expansions=args.expansions).to_dict()}
     report["wall_s"] = round(time.perf_counter() - started, 1)
+    if interrupted:
+        report["interrupted"] = True
     if args.out is not None:
         full = dict(report, per_seed=[{"figures": s["figures"], "modes": s["modes"],
                                        "outcomes": {n: r.to_dict()["outcomes"] for n, r in s["runs"].items()}}
@@ -248,7 +264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "in_tree_rate", "plurality_agreement"):
             print(f"{key:24s} {report.get(key)}")
         print(f"{'tokens':24s} {report.get('tokens')}")
-    return 0
+    return 130 if interrupted else 0
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _merge(args: argparse.Namespace) -> int:

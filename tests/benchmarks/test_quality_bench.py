@@ -172,6 +172,36 @@ def _run(args: list[str], timeout: int) -> dict:
     return json.loads(proc.stdout)
 
 
+def test_sigterm_reports_the_finished_seeds(tmp_path: Path) -> None:
+    """A stopped run writes the report of the seeds that finished (``interrupted``), then exits 130."""
+    import signal
+    import time
+
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "--json", "--questions", "2", "--iterations", "3",
+                             "--modes", "react", "--seeds", "0,1,2,3,4,5,6,7", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    partial = out.with_suffix(".partial.json")
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if partial.is_file() and json.loads(partial.read_text() or "{}").get("finished_seeds"):
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr[-3000:]
+    report = json.loads(stdout)
+    saved = json.loads(out.read_text())
+    assert report["interrupted"] is True and saved["interrupted"] is True
+    assert 1 <= len(saved["settings"]["seeds"]) < 8 and saved["settings"]["seeds"][0] == 0
+    assert len(saved["per_seed"]) == len(saved["settings"]["seeds"]) and report["react_acc"] is not None
+
+
 MODE_KEYS = {"acc", "in_tree_rate", "tokens", "model_calls", "kernel_seconds", "wall_s"}
 
 
