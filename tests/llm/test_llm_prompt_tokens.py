@@ -60,7 +60,7 @@ def test_the_search_sums_prompt_tokens_per_tree():
 @pytest.mark.slow
 def test_hf_completions_carry_each_prompt_length_without_padding():
     pytest.importorskip("transformers")
-    policy = load_policy("default")
+    policy = load_policy("hf:default")  # the transformers backend by name: "default" picks vLLM where installed
     try:
         outs = policy.generate(HISTORIES, SamplingParams(n=2, max_tokens=2, seed=1))
         lengths = [len(policy.tokenizer(policy.render(h))["input_ids"]) for h in HISTORIES]
