@@ -8,8 +8,8 @@ from typing import Any, Sequence
 __all__ = ["HEADLINE_KEYS", "seed_figures", "aggregate", "targets"]
 
 #: the numbers every report has at its top level (None where a mode did not run)
-HEADLINE_KEYS = ("react_acc", "vote_acc", "mcts_acc", "mcts_vm_acc", "mcts_acc_heldout", "vote_eq_acc",
-                 "vote_eq_tokens", "vote_eq_runs", "in_tree_rate", "plurality_agreement",
+HEADLINE_KEYS = ("react_acc", "vote_acc", "mcts_acc", "mcts_vm_acc", "mcts_vm_value_acc", "mcts_acc_heldout",
+                 "vote_eq_acc", "vote_eq_tokens", "vote_eq_runs", "in_tree_rate", "plurality_agreement",
                  "mcts_vm_in_tree_rate", "mcts_vm_plurality_agreement")
 
 

@@ -74,7 +74,7 @@ def test_serve_runs_trees_on_ray(ray_head, start_server):
     os.environ.update({k: env[k] for k in ("RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED")})
     server = start_server("--llm", f"replay:{TITANIC_REPLAY}", "--ray", address, name="ray")
     assert server.get("/healthz").json()["ray"] is True
-    ids = [server.submit(settings={"iterations": 4}).json()["id"] for _ in range(2)]
+    ids = [server.submit(settings={"iterations": 6, "expansions": 2}).json()["id"] for _ in range(2)]
     for job_id in ids:
         job = server.wait(job_id, timeout=240)
         assert job["status"] == "done", (job, server.log())
