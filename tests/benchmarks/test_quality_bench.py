@@ -214,9 +214,10 @@ def test_script_on_tiny_settings_prints_its_keys() -> None:
                 "vote_eq_tokens", "plurality_agreement", "targets", "modes"):
         assert key in report
     assert set(report["modes"]) == {"react", "vote", "mcts", "vote_eq"}
-    for summary in report["modes"].values():
+    for name, summary in report["modes"].items():
         assert MODE_KEYS <= set(summary) and summary["questions"] == 2
-        assert summary["tokens"] > 0 and summary["model_calls"] >= 1
+        assert summary["errors"] == 0, f"{name}: trees that could not run: {summary}"
+        assert summary["tokens"] > 0 and summary["model_calls"] >= 1, f"{name}: {summary}"
     assert set(report["tokens"]) == {"react", "vote", "mcts", "vote_eq"}
     assert report["mcts_vm_acc"] is None
     assert report["settings"]["solutions_verified"] is True
