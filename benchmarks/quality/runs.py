@@ -112,9 +112,8 @@ def outcome_of(result: SearchResult) -> TreeOutcome:
     if votes and result.answer is not None:
         agrees = canonical_answer(result.answer) in plurality
     correct = bool(label is not None and result.answer is not None and reward(result.answer, label) == 1.0)
-    value_answer = getattr(result, "value_answer", None)
-    value_correct = (None if value_answer is None or label is None
-                     else reward(value_answer, label) == 1.0)
+    value_correct = (None if result.value_answer is None or label is None
+                     else reward(result.value_answer, label) == 1.0)
     stats = result.stats
     return TreeOutcome(
         task_id=result.task_id, level=task.level if task is not None else "", answer=result.answer,

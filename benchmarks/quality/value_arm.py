@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -94,12 +93,10 @@ def train_from_trees(tree_files: Sequence[Path], out_dir: Path, settings: TrainS
     write_samples(samples, out_dir / "samples.jsonl")
     model_config = ModelConfig(backbone=str(ensure_default_model()), max_tokens=settings.max_tokens,
                                lora_layers=settings.lora_layers)
-    # enough epochs for ``steps`` however many samples the trainer holds out (it keeps at least one back, so a
-    # count from eval_fraction alone can come up an epoch short on few samples); max_steps ends training there
-    per_epoch = max(1, math.floor(len(samples) * (1 - settings.eval_fraction) / settings.batch_size))
+    # epochs only bound the loop: max_steps ends training after ``steps`` (one epoch may be a single batch on
+    # few samples, once the trainer has held its evaluation samples back)
     values: dict[str, Any] = dict(
-        epochs=max(1, math.ceil(settings.steps / per_epoch)) + 1, batch_size=settings.batch_size,
-        grad_accumulation=1,
+        epochs=settings.steps, batch_size=settings.batch_size, grad_accumulation=1,
         learning_rate=settings.learning_rate, head_learning_rate=settings.learning_rate,
         eval_fraction=settings.eval_fraction, gradient_checkpointing=False, seed=settings.seed, progress=False,
         device=settings.device, max_steps=settings.steps,

@@ -70,15 +70,22 @@ def add_search_arguments(parser: argparse.ArgumentParser, modes: Iterable[str] =
                        help="print the resolved settings (and where each comes from) as JSON and exit")
 
 
-def flag_message(message: str, flags: dict[str, str] | None = None) -> str:
-    """Rewrite ``SearchConfig.field`` in an error message as the flag the user would type (``flags``: a
-    command's own names where they differ from ``FIELD_FLAGS``)."""
+def flag_message(message: str, flags: dict[str, str] | None = None, owners: tuple[str, ...] = ("SearchConfig",),
+                 dash_unknown: bool = False) -> str:
+    """Rewrite ``Owner.field`` in an error message as the flag the user would type.
+
+    ``flags``: a command's own names where they differ from ``FIELD_FLAGS``; ``owners``: the config classes
+    whose fields are meant; ``dash_unknown``: a field with no listed flag becomes ``--field-name`` (for
+    commands whose every field is a flag of that name), else it stays as written.
+    """
     names = {**FIELD_FLAGS, **(flags or {})}
 
     def repl(match: re.Match[str]) -> str:
-        return names.get(match.group(1), match.group(0))
+        field = match.group(1)
+        fallback = "--" + field.replace("_", "-") if dash_unknown else match.group(0)
+        return names.get(field, fallback)
 
-    return re.sub(r"SearchConfig\.(\w+)", repl, message)
+    return re.sub(r"\b(?:" + "|".join(map(re.escape, owners)) + r")\.(\w+)", repl, message)
 
 
 def config_from_args(args: argparse.Namespace, has_value: bool = False, **extra: Any) -> Any:

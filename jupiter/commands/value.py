@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -99,17 +98,12 @@ _IRREGULAR_FLAGS = {"grad_accumulation": "--grad-accum", "learning_rate": "--lr"
                     "max_correct": "--max-correct", "max_wrong": "--max-wrong"}
 
 
-def _flag_names(message: str) -> str:
-    """``TrainConfig.learning_rate: ...`` -> ``--lr: ...``: errors name what the user typed."""
-    def repl(match: re.Match[str]) -> str:
-        field = match.group(1)
-        return _IRREGULAR_FLAGS.get(field, "--" + field.replace("_", "-"))
-
-    return re.sub(r"\b(?:TrainConfig|ExtractConfig|ModelConfig)\.(\w+)", repl, message)
-
-
 def _fail(message: str) -> int:
-    print(f"jupiter: error: {_flag_names(message)}", file=sys.stderr)
+    from jupiter.commands.search_args import flag_message
+
+    message = flag_message(message, _IRREGULAR_FLAGS, owners=("TrainConfig", "ExtractConfig", "ModelConfig"),
+                           dash_unknown=True)  # errors name what the user typed
+    print(f"jupiter: error: {message}", file=sys.stderr)
     return 2
 
 
