@@ -7,4 +7,6 @@ if [ ! -x .venv/bin/python ]; then
   echo "test.sh: no .venv here; run 'bash scripts/install.sh' first" >&2
   exit 2
 fi
+# Tools the tests start as subprocesses by bare name (python, jupiter, ray) resolve to this environment too.
+export PATH="$PWD/.venv/bin:$PATH"
 exec .venv/bin/python -m pytest "$@"

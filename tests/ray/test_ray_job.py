@@ -45,7 +45,11 @@ def ray_head(tmp_path):
     # dir (Ray unpacks it under its temp dir) and with it sandbox/_server.py. Short: socket paths <= 107 bytes.
     temp_dir = Path("/var/tmp") / f"jh-{os.getpid()}-{time.monotonic_ns() % 10**6}"
     port, dash = free_port(), free_port()
-    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
+    # The job's entrypoint names a bare `python`, as a user's would: on a real cluster that is the activated
+    # environment's. Here the head (and the job it spawns) gets this interpreter's bin first on PATH, so the
+    # test does not depend on how the calling shell was set up (CI runs .venv/bin/python without activation).
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = dict(os.environ, PATH=path, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     log = open(tmp_path / "head.log", "w")
     head = subprocess.Popen(
         [*_ray_cli(), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
