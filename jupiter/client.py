@@ -155,6 +155,11 @@ class Client:
             self._session.headers["Authorization"] = f"Bearer {self.token}"
 
     # ---------------------------------------------------------------- plumbing
+    @property
+    def session(self) -> requests.Session:
+        """The HTTP session every call goes through (add hooks, adapters or proxies here)."""
+        return self._session
+
     def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         kwargs.setdefault("timeout", self.timeout)
         try:

@@ -39,6 +39,7 @@ import psutil
 import requests
 
 from jupiter.client import Client, ClientError, JobStatus, ServerUnreachable
+from jupiter.serve.timing import server_ms
 
 __all__ = ["ServerProcess", "start_server", "free_port", "EXAMPLE_TASK", "EXAMPLE_REPLAY", "main"]
 
@@ -180,6 +181,9 @@ class _Tally:
 
     submit_ms: list[float] = field(default_factory=list)
     status_ms: list[float] = field(default_factory=list)
+    # the server's own part of each latency (its Server-Timing header): the rest is the client and the wire
+    server_submit_ms: list[float] = field(default_factory=list)
+    server_status_ms: list[float] = field(default_factory=list)
     job_ids: list[str] = field(default_factory=list)
     final: dict[str, str] = field(default_factory=dict)
     rejected: list[str] = field(default_factory=list)
@@ -208,6 +212,14 @@ def _client(url: str, token: str | None, mine: list[dict[str, Any]], files: list
             tally: _Tally, submitted: threading.Barrier, deadline: float, poll: float,
             submit_interval: float = 0.0, offset: float = 0.0) -> None:
     client = Client(url, token=token, timeout=30)
+
+    def record_server_time(response: Any, *_: Any, **__: Any) -> None:
+        took = server_ms(response.headers.get("server-timing"))
+        if took is not None and response.status_code < 400:
+            kind = tally.server_submit_ms if response.request.method == "POST" else tally.server_status_ms
+            kind.append(took)
+
+    client.session.hooks["response"].append(record_server_time)
     pending: list[str] = []
     try:
         time.sleep(offset)
@@ -293,11 +305,12 @@ def _db_counts(db: Path) -> dict[str, Any]:
 
 
 def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, max_trees: int | None,
-             kill_restart: bool, timeout: float, poll: float, submit_interval: float = 0.0) -> dict[str, Any]:
+             kill_restart: bool, timeout: float, poll: float, submit_interval: float = 0.0,
+             server_flags: tuple[str, ...] = ()) -> dict[str, Any]:
     """One load run against a fresh server (and, with ``kill_restart``, its crash and restart)."""
     db = workdir / ("restart" if kill_restart else "load") / "jobs.sqlite"
     db.parent.mkdir(parents=True, exist_ok=True)
-    server = start_server(db, max_trees=max_trees)
+    server = start_server(db, max_trees=max_trees, extra=server_flags)
     current = [server]
     sampler = _RssSampler(lambda: current[0])
     sampler.start()
@@ -320,7 +333,7 @@ def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, 
         submitted.wait(timeout=timeout)
         accepted_at = time.time()
         if kill_restart:
-            out.update(_kill_and_restart(current, tally, tasks, deadline, max_trees))
+            out.update(_kill_and_restart(current, tally, tasks, deadline, max_trees, server_flags))
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()) + 5)
         finished_at = max(tally.last_finish, default=time.time())
@@ -339,6 +352,8 @@ def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, 
         "retries": len(tally.retries),
         "api_jobs": len(api_jobs), "api_done": sum(1 for j in api_jobs if j["status"] == "done"),
         "submit_ms": _percentiles(tally.submit_ms), "status_ms": _percentiles(tally.status_ms),
+        "server_submit_ms": _percentiles(tally.server_submit_ms),
+        "server_status_ms": _percentiles(tally.server_status_ms),
         "submit_seconds": round(accepted_at - started, 3), "seconds": round(elapsed, 3),
         "trees_per_s": round(done / elapsed, 3) if elapsed > 0 else None,
         "peak_rss_mb": round(sampler.peak / 2**20, 1), "peak_pss_mb": round(sampler.peak_pss / 2**20, 1),
@@ -368,7 +383,7 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 def _kill_and_restart(current: list[ServerProcess], tally: _Tally, tasks: int, deadline: float,
-                      max_trees: int | None) -> dict[str, Any]:
+                      max_trees: int | None, server_flags: tuple[str, ...] = ()) -> dict[str, Any]:
     """Wait for half the jobs done, SIGKILL the server's group, restart it on the same db and port."""
     server = current[0]
     client = Client(server.url, timeout=30)
@@ -395,7 +410,7 @@ def _kill_and_restart(current: list[ServerProcess], tally: _Tally, tasks: int, d
         rows = conn.execute("SELECT id, finished, attempts FROM jobs WHERE status='done'").fetchall()
     before = {job_id: (finished, attempts) for job_id, finished, attempts in rows}
     restarted = time.monotonic()
-    current[0] = start_server(server.db, port=server.port, max_trees=max_trees)
+    current[0] = start_server(server.db, port=server.port, max_trees=max_trees, extra=server_flags)
     return {"_done_before_kill": before, "killed_at_done": len(before), "restart_s": round(time.monotonic()
                                                                                          - restarted, 2),
             "killed_at": round(killed_at, 3), "orphans_after_kill": len(orphans)}
@@ -434,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-trees", type=int, default=None, help="server --max-trees (default: its own)")
     parser.add_argument("--kill-restart", action="store_true",
                         help="also a run whose server is killed (SIGKILL) half-way and restarted on the same db")
+    parser.add_argument("--driver", choices=("process", "thread"), default="process",
+                        help="the server's --driver: trees in a child process (its default) or in its threads")
     parser.add_argument("--no-batch", action="store_true", help="skip the in-process batch comparison")
     parser.add_argument("--poll", type=float, default=0.5, help="seconds between a client's status rounds")
     parser.add_argument("--submit-interval", type=float, default=0.0,
@@ -448,8 +465,10 @@ def main(argv: list[str] | None = None) -> int:
     settings: dict[str, Any] = {"seed": 0}
     with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
         workdir = args.workdir or Path(tmp)
-        result: dict[str, Any] = {"load": run_load(args.tasks, clients, settings, workdir, args.max_trees, False,
-                                                   args.timeout, args.poll, args.submit_interval)}
+        flags = ("--driver", args.driver)
+        result: dict[str, Any] = {"driver": args.driver,
+                                  "load": run_load(args.tasks, clients, settings, workdir, args.max_trees, False,
+                                                   args.timeout, args.poll, args.submit_interval, flags)}
         if not args.no_batch:
             result["batch"] = run_batch(args.tasks, settings, args.max_trees)
             served = result["load"]["trees_per_s"] or 0.0
@@ -457,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
                 if result["batch"]["trees_per_s"] else None
         if args.kill_restart:
             result["kill_restart"] = run_load(args.tasks, clients, settings, workdir, args.max_trees, True,
-                                              args.timeout, args.poll, args.submit_interval)
+                                              args.timeout, args.poll, args.submit_interval, flags)
     load = result["load"]
     targets = {
         "all_done": load["accepted"] == load["done"] == args.tasks and load["failed"] == 0,

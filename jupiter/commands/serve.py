@@ -44,6 +44,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--max-files", type=int, default=20, help="data files per job")
     parser.add_argument("--max-queue", type=int, default=1000, help="queued jobs before submissions get 429")
     parser.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell for every job")
+    parser.add_argument("--driver", choices=("process", "thread"), default="process",
+                        help="where the trees run: a child process that loads the policy, so the search never "
+                             "holds up the API (default), or threads of the server process")
     parser.set_defaults(handler=run)
     return parser
 
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             llm=args.llm, value_model=args.value_model, profile=args.profile, host=args.host, port=args.port,
             db=args.db, data_root=args.data_root, max_trees=args.max_trees, token=_token(args),
             ray_address=args.ray, gc_days=args.gc_days, max_upload_mb=args.max_upload_mb, max_files=args.max_files,
-            max_queue=args.max_queue, cell_timeout=args.cell_timeout)
+            max_queue=args.max_queue, cell_timeout=args.cell_timeout, driver=args.driver)
     except ServeConfigError as exc:
         print(f"jupiter serve: error: {exc}", file=sys.stderr)
         return 2
@@ -111,8 +114,16 @@ def run(args: argparse.Namespace) -> int:
     from jupiter.serve.app import create_app
 
     logging.getLogger("jupiter").setLevel(logging.INFO)
-    policy = None
-    if config.ray_address is None:  # in Ray mode the workers load it
+    policy, value, driver = None, None, None
+    if config.ray_address is None and config.driver == "process":  # the child loads the policy
+        from jupiter.serve.driver_process import DriverProcess, DriverStartError
+
+        try:
+            driver = DriverProcess(config).start()
+        except DriverStartError as exc:
+            print(f"jupiter serve: error: {exc}", file=sys.stderr)
+            return 2
+    elif config.ray_address is None:  # in Ray mode the workers load it
         from jupiter.llm import load_policy
 
         try:
@@ -120,8 +131,7 @@ def run(args: argparse.Namespace) -> int:
         except PolicyError as exc:
             print(f"jupiter serve: error: --llm: {exc}", file=sys.stderr)
             return 2
-    value = None
-    if config.value_model is not None and config.ray_address is None:
+    if config.value_model is not None and config.ray_address is None and driver is None:
         from jupiter.serve.app import load_value
 
         try:
@@ -131,10 +141,13 @@ def run(args: argparse.Namespace) -> int:
                   "the 'train' extra or run without --value-model", file=sys.stderr)
             return 2
     try:
-        app = create_app(config, policy=policy, value=value)
+        app = create_app(config, policy=policy, value=value, driver=driver)
         print(f"jupiter serve: http://{config.host}:{config.port}/ (database {config.db})", file=sys.stderr)
         uvicorn.run(app, host=config.host, port=config.port, log_level="warning", timeout_graceful_shutdown=10)
     except PolicyError as exc:
         print(f"jupiter serve: error: --llm: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if driver is not None:  # uvicorn did not start (or ended): the lifespan may never have stopped it
+            driver.shutdown()
     return 0

@@ -35,12 +35,14 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from jupiter import __version__
 from jupiter.serve.auth import TokenAuth
 from jupiter.serve.config import ServeConfig
+from jupiter.serve.driver_process import DriverProcess
 from jupiter.serve.events import Event, EventHub, EventType, format_sse, node_events_from_tree_dict
 from jupiter.serve.jobs import (JobPaths, JobSpec, SubmissionError, as_job_task, check_file_name,
                                 effective_settings, job_paths, load_job_task, parse_settings, search_config)
 from jupiter.serve.metrics import MetricsSnapshot, render_metrics
 from jupiter.serve.scheduler import Scheduler
 from jupiter.serve.store import JobRecord, JobStatus, JobStore
+from jupiter.serve.timing import ServerTiming
 
 __all__ = ["create_app", "ServerState", "load_value"]
 
@@ -56,16 +58,23 @@ _KEEPALIVE_S = 15.0
 class ServerState:
     """What the routes share: config, store, event hub, scheduler and the policy (built by the lifespan)."""
 
-    def __init__(self, config: ServeConfig, policy: Any, value: Any) -> None:
+    def __init__(self, config: ServeConfig, policy: Any, value: Any, driver: DriverProcess | None = None) -> None:
         from sandbox import Sandbox, SandboxConfig
 
         self.config = config
         self.policy = policy
+        self.driver = driver
         self.started = time.time()
+        self.queued_hint = 0  # queued jobs at the last submit: lets a submit skip a database read when low
         config.data_root.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
         os.chmod(config.data_root, 0o700)  # type: ignore[arg-type]  # sandbox users cannot look into jobs
         self.store = JobStore(config.db)
         self.hub = EventHub()
+        self.scheduler: Scheduler | DriverProcess
+        if driver is not None:  # the trees run in the driver's process; its events come to our hub
+            driver.attach(self.hub, on_lost=self.submit_queued)
+            self.scheduler = driver
+            return
         timeout = config.cell_timeout
         sandbox_config = SandboxConfig(timeout_s=timeout) if timeout else SandboxConfig()
         self.scheduler = Scheduler(
@@ -92,6 +101,10 @@ class ServerState:
         if requeued:
             log.warning("re-queued %d job(s) left running by the previous server: %s", len(requeued),
                         ", ".join(requeued))
+        self.submit_queued()
+
+    def submit_queued(self) -> None:
+        """Hand every queued job to the scheduler, oldest first (one it holds already is run once)."""
         for record in self.store.list(JobStatus.QUEUED, limit=None, oldest_first=True):
             try:
                 self.scheduler.submit(self.spec_for(record.id, record.settings))
@@ -120,7 +133,8 @@ class ServerState:
             jobs_by_status={s.value: n for s, n in counts.items()},
             nodes_per_second=nodes_rate,
             tokens_per_second=tokens_rate,
-            prefix_cache_hit_rate=_cache_hit_rate(self.policy),
+            prefix_cache_hit_rate=(self.driver.cache_hit_rate if self.driver is not None
+                                   else _cache_hit_rate(self.policy)),
             sandbox_states=self.scheduler.sandbox_states(),
             failures_by_type=dict(self.scheduler.failures),
         )
@@ -162,22 +176,28 @@ def _connect_ray(address: str) -> None:
         ray.init(address=address, logging_level=logging.WARNING)
 
 
-def create_app(config: ServeConfig, policy: Any = None, value: Any = None) -> FastAPI:
-    """The ASGI app. ``policy`` (and ``value``) may be given already loaded (tests); else the lifespan loads
-    ``config.llm`` with ``jupiter.llm.load_policy`` (not in Ray mode, where the workers load it)."""
+def create_app(config: ServeConfig, policy: Any = None, value: Any = None,
+               driver: DriverProcess | None = None) -> FastAPI:
+    """The ASGI app. ``driver`` is a started ``DriverProcess`` (what ``jupiter serve`` gives); ``policy`` (and
+    ``value``) may instead be given already loaded, to run the trees in this process (tests). With neither,
+    the lifespan starts a driver process (``config.driver == "process"``) or loads ``config.llm`` here; in Ray
+    mode the workers load the policy."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        nonlocal policy, value
-        if policy is None and config.ray_address is None:
+        nonlocal policy, value, driver
+        local = config.ray_address is None
+        if driver is None and policy is None and local and config.driver == "process":
+            driver = await asyncio.to_thread(DriverProcess(config).start)
+        if driver is None and policy is None and local:
             from jupiter.llm import load_policy
 
             policy = load_policy(config.llm)
-        if value is None and config.value_model is not None and config.ray_address is None:
+        if driver is None and value is None and config.value_model is not None and local:
             value = load_value(config.value_model)
         if config.ray_address is not None:
             _connect_ray(config.ray_address)
-        state = ServerState(config, policy, value)
+        state = ServerState(config, policy, value, driver)
         app.state.server = state
         state.collect_garbage()
         state.resume()
@@ -212,6 +232,7 @@ def create_app(config: ServeConfig, policy: Any = None, value: Any = None) -> Fa
         return _error(400, "; ".join(parts) or "bad request")
 
     app.add_middleware(TokenAuth, token=config.token)
+    app.add_middleware(ServerTiming)  # outermost: a refused (401) request is timed too
     return app
 
 
@@ -308,7 +329,7 @@ def _routes(app: FastAPI) -> None:
         server = _server(request)
         counts = await asyncio.to_thread(server.store.counts)
         return JSONResponse({"status": "ok", "version": __version__, "policy": server.config.llm,
-                             "queued": counts[JobStatus.QUEUED], "running": server.scheduler.running,
+                             "queued": counts[JobStatus.QUEUED], "running": counts[JobStatus.RUNNING],
                              "ray": server.config.ray_address is not None})
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
@@ -338,8 +359,10 @@ def _download_route(app: FastAPI, name: str, media: str) -> None:
 
 async def _submit(request: Request, server: ServerState) -> JSONResponse:
     config = server.config
-    if (await asyncio.to_thread(server.store.counts))[JobStatus.QUEUED] >= config.max_queue:
-        raise SubmissionError(f"queue full: {config.max_queue} jobs are waiting; try again later", status=429)
+    # Refuse before reading the body when the queue was full at the last look; the count that decides is taken
+    # again where the job is inserted (one thread hop per submit, not two: each costs the event loop time).
+    if server.queued_hint >= config.max_queue and _queue_full(server, await asyncio.to_thread(server.store.counts)):
+        raise _queue_full_error(config)
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
         raise SubmissionError("send the task as multipart/form-data (fields: task, files, settings)", status=415)
@@ -415,6 +438,8 @@ async def _accept(form: Any, server: ServerState) -> JSONResponse:
 def _register_job(server: ServerState, job_id: str, task_text: str, uploads: list[Any], names: list[str],
                   settings: dict[str, Any]) -> None:
     """Write the job's folder, check its task, insert its row and queue it (a failure leaves no folder)."""
+    if _queue_full(server, server.store.counts()):
+        raise _queue_full_error(server.config)
     paths = server.paths(job_id)
     try:
         _write_job(paths, task_text, uploads, names)
@@ -424,6 +449,15 @@ def _register_job(server: ServerState, job_id: str, task_text: str, uploads: lis
         raise
     server.store.insert(job_id, spec.task_id, spec.task.question, settings)
     server.scheduler.submit(spec)
+
+
+def _queue_full(server: ServerState, counts: dict[JobStatus, int]) -> bool:
+    server.queued_hint = counts[JobStatus.QUEUED]
+    return server.queued_hint >= server.config.max_queue
+
+
+def _queue_full_error(config: ServeConfig) -> SubmissionError:
+    return SubmissionError(f"queue full: {config.max_queue} jobs are waiting; try again later", status=429)
 
 
 def _write_job(paths: JobPaths, task_text: str, uploads: list[Any], names: list[str]) -> None:

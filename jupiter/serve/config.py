@@ -47,6 +47,12 @@ class ServeConfig:
     max_queue: int = 1000
     cell_timeout: float | None = None
     """Seconds per cell for every job (None: the profile's); not a per-job setting (it bounds server load)."""
+    driver: str = "process"
+    """Where the trees run: ``process`` (a child process, so the search never holds up the API) or ``thread``
+    (threads of the server's own process). Ray mode ignores it (the trees run on Ray workers)."""
+    driver_nice: int = 10
+    """Niceness added to the driver process and its sandboxes (``process`` driver only): the API gets the CPU
+    first when the search and the clients compete for it. 0 keeps the server's priority."""
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:
@@ -69,6 +75,10 @@ class ServeConfig:
             fail("gc_days", "must be a positive number of days")
         if self.cell_timeout is not None and not self.cell_timeout > 0:
             fail("cell_timeout", "must be a positive number of seconds")
+        if self.driver not in ("process", "thread"):
+            fail("driver", "must be 'process' or 'thread'")
+        if not (isinstance(self.driver_nice, int) and 0 <= self.driver_nice <= 19):
+            fail("driver_nice", "must be an integer 0..19")
         if self.token is not None and len(self.token.strip()) < 8:
             fail("token", "must be at least 8 characters")
         if not is_loopback(self.host) and not self.token:
