@@ -449,8 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-trees", type=int, default=None, help="server --max-trees (default: its own)")
     parser.add_argument("--kill-restart", action="store_true",
                         help="also a run whose server is killed (SIGKILL) half-way and restarted on the same db")
-    parser.add_argument("--driver", choices=("process", "thread"), default="process",
-                        help="the server's --driver: trees in a child process (its default) or in its threads")
+    parser.add_argument("--driver", choices=("thread", "process"), default="thread",
+                        help="the server's --driver: trees in its threads (its default) or in a child process")
     parser.add_argument("--no-batch", action="store_true", help="skip the in-process batch comparison")
     parser.add_argument("--poll", type=float, default=0.5, help="seconds between a client's status rounds")
     parser.add_argument("--submit-interval", type=float, default=0.0,

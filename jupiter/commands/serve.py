@@ -44,9 +44,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--max-files", type=int, default=20, help="data files per job")
     parser.add_argument("--max-queue", type=int, default=1000, help="queued jobs before submissions get 429")
     parser.add_argument("--cell-timeout", type=float, default=None, help="seconds per cell for every job")
-    parser.add_argument("--driver", choices=("process", "thread"), default="process",
-                        help="where the trees run: a child process that loads the policy, so the search never "
-                             "holds up the API (default), or threads of the server process")
+    parser.add_argument("--driver", choices=("thread", "process"), default="thread",
+                        help="where the trees run: threads of the server process (default), or a child process "
+                             "that loads the policy, so that a crash there does not take the API down (it is "
+                             "restarted and its jobs re-queued)")
     parser.set_defaults(handler=run)
     return parser
 

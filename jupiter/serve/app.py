@@ -328,9 +328,17 @@ def _routes(app: FastAPI) -> None:
     async def healthz(request: Request) -> JSONResponse:
         server = _server(request)
         counts = await asyncio.to_thread(server.store.counts)
-        return JSONResponse({"status": "ok", "version": __version__, "policy": server.config.llm,
-                             "queued": counts[JobStatus.QUEUED], "running": counts[JobStatus.RUNNING],
-                             "ray": server.config.ray_address is not None})
+        driver = server.driver
+        # "driver": where the trees run; with a driver process that is down (being replaced, or its restart
+        # failed) the server still answers but runs nothing: 503, so a load balancer or a probe notices
+        state = ("ray" if server.config.ray_address is not None else "thread" if driver is None
+                 else "process" if driver.alive else "down")
+        body = {"status": "ok" if state != "down" else "degraded", "version": __version__,
+                "policy": server.config.llm, "queued": counts[JobStatus.QUEUED], "running": counts[JobStatus.RUNNING],
+                "ray": server.config.ray_address is not None, "driver": state}
+        if state == "down":
+            body["error"] = driver.last_error or "the driver process is restarting"  # type: ignore[union-attr]
+        return JSONResponse(body, status_code=200 if state != "down" else 503)
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
     async def metrics(request: Request) -> PlainTextResponse:

@@ -47,9 +47,10 @@ class ServeConfig:
     max_queue: int = 1000
     cell_timeout: float | None = None
     """Seconds per cell for every job (None: the profile's); not a per-job setting (it bounds server load)."""
-    driver: str = "process"
-    """Where the trees run: ``process`` (a child process, so the search never holds up the API) or ``thread``
-    (threads of the server's own process). Ray mode ignores it (the trees run on Ray workers)."""
+    driver: str = "thread"
+    """Where the trees run: ``thread`` (threads of the server's own process) or ``process`` (a child process
+    that loads the policy: a crash of the model or the search does not take the API down). Ray mode ignores it
+    (the trees run on Ray workers). docs/serve.md gives the measured difference."""
     driver_nice: int = 10
     """Niceness added to the driver process and its sandboxes (``process`` driver only): the API gets the CPU
     first when the search and the clients compete for it. 0 keeps the server's priority."""

@@ -1,12 +1,13 @@
-"""The search driver in a process of its own, so that the web server's event loop never waits for it.
+"""The search driver in a process of its own (``jupiter serve --driver process``): a crash there does not take
+the API down.
 
-Why: the driver's lane threads run Python for every step of every tree (selection, backups, the compact tree
-written to the database) and hold the GIL while they do. With them in the HTTP process a burst of submits
-queued behind them: measured with 20 clients submitting 200 jobs, submit p99 was 257 ms with all blocking work
-already moved off the event loop (docs/benchmarks.md, "Service load"). Here the HTTP process keeps the API,
-the database reads and the event hub; a child process (``spawn``: the parent has threads) loads the policy
-and runs the unchanged ``Scheduler``. The two share the SQLite database (WAL; a connection each) and talk over
-one pipe:
+Why: with ``--driver thread`` (the default) a model that crashes the process (an in-process model running out of
+memory, a segfault in native code) ends the server, and only a restart brings the jobs back. Here the HTTP process
+keeps the API, the database reads and the event hub; a child process (``spawn``: the parent has threads) loads the
+policy and runs the unchanged ``Scheduler``. The child also keeps the search's Python work off the event loop's
+GIL. On the replay policy that did not make the API faster: a 20-client submit burst is CPU-bound on two cores
+either way (docs/serve.md has the numbers). The two share the SQLite database (WAL; a connection each) and talk
+over one pipe:
 
 - parent -> child: ``("submit", JobSpec)``, ``("cancel", request_id, job_id)``, ``("shutdown",)``
 - child -> parent: ``("ready",)`` or ``("failed", what, message)`` once at start; ``("hub", method, job_id,
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 
 _STATS_EVERY_S = 0.5
 _REPLY_TIMEOUT_S = 30.0
+_RESTART_TRIES = 3
+_RESTART_PAUSE_S = 5.0
 
 
 class DriverStartError(RuntimeError):
@@ -77,6 +80,7 @@ class DriverProcess:
         self._earlier: collections.Counter[str] = collections.Counter()  # lost children's counts, and the losses
         self.cache_hit_rate: float | None = None
         self.restarts = 0
+        self.last_error: str | None = None  # why the last restart failed, while no child runs
         self._running = 0
         self._sandbox_states = 0
         self._hub: Any = None
@@ -100,6 +104,11 @@ class DriverProcess:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
+    @property
+    def alive(self) -> bool:
+        """A child is running and takes jobs (False while a lost one is being replaced, or after that failed)."""
+        return self._conn is not None and self._process is not None and self._process.is_alive()
+
     def attach(self, hub: Any, on_lost: Callable[[], None]) -> None:
         """Where the child's events go, and what to call once a lost child was replaced: submit the queued jobs
         again (the jobs the lost child was running are already back in the queue then)."""
@@ -120,10 +129,12 @@ class DriverProcess:
             log.warning("the driver process did not stop in %.0f s; killing it", timeout + 10.0)
             process.kill()
             process.join(10.0)
-        try:
-            self._conn.close()
-        except OSError:
-            pass
+        conn = self._conn
+        if conn is not None:
+            try:
+                conn.close()
+            except OSError:
+                pass
 
     # ----------------------------------------------------------------------------------- scheduler surface
 
@@ -239,10 +250,20 @@ class DriverProcess:
                 log.warning("re-queued %d job(s) the lost driver was running: %s", len(requeued), ", ".join(requeued))
         except Exception:
             log.exception("could not re-queue the lost driver's jobs; the next server start will")
-        try:
-            self._spawn()
-        except DriverStartError as exc:
-            log.error("the new driver process did not start (%s); queued jobs wait for the next start", exc)
+        for attempt in range(1, _RESTART_TRIES + 1):
+            try:
+                self._spawn()
+                break
+            except DriverStartError as exc:
+                self.last_error = str(exc)
+                log.error("the new driver process did not start (try %d of %d): %s", attempt, _RESTART_TRIES, exc)
+                if attempt == _RESTART_TRIES or self._closing:
+                    log.error("no driver process: queued jobs wait for the next server start")
+                    return
+                time.sleep(_RESTART_PAUSE_S * attempt)
+        self.last_error = None
+        if self._closing:  # the server began to stop while the new child started: stop it too
+            self.shutdown()
             return
         if self._on_lost is not None:
             try:

@@ -259,7 +259,7 @@ def test_serve_load_script_prints_its_keys() -> None:
     # the server's own part of each latency (Server-Timing) is reported beside the client's, and is smaller
     assert load["server_submit_ms"]["n"] == 6 and load["server_status_ms"]["n"] == load["status_ms"]["n"]
     assert load["server_submit_ms"]["p50"] <= load["submit_ms"]["p50"]
-    assert result["driver"] == "process"
+    assert result["driver"] == "thread"
     assert result["batch"]["done"] == 6 and result["served_over_batch"] > 0
     assert set(result["targets"]) >= {"all_done", "submit_p99_lt_100ms", "status_p99_lt_100ms",
                                       "throughput_ge_0_8x_batch"}

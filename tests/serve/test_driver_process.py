@@ -1,5 +1,5 @@
-"""The driver process of ``jupiter serve`` (the default ``--driver process``): the trees run in a child process
-that loads the policy, its events reach the server's hub, and nothing is lost when either process dies."""
+"""The driver process of ``jupiter serve`` (``--driver process``): the trees run in a child process that loads
+the policy, its events reach the server's hub, and nothing is lost when either process dies."""
 
 from __future__ import annotations
 
@@ -49,8 +49,7 @@ def _children(pid: int) -> list[psutil.Process]:
 
 
 def test_the_app_starts_a_driver_process_that_runs_jobs_and_streams_their_nodes(tmp_path):
-    config = ServeConfig(llm=f"replay:{TITANIC_REPLAY}", db=tmp_path / "jobs.sqlite", max_trees=2)
-    assert config.driver == "process"
+    config = ServeConfig(llm=f"replay:{TITANIC_REPLAY}", db=tmp_path / "jobs.sqlite", max_trees=2, driver="process")
     with TestClient(create_app(config)) as client:
         driver = client.app.state.server.driver
         assert isinstance(driver, DriverProcess) and driver.pid != os.getpid()
@@ -75,7 +74,7 @@ def test_the_app_starts_a_driver_process_that_runs_jobs_and_streams_their_nodes(
 
 def test_a_killed_driver_is_replaced_and_its_running_job_runs_again(tmp_path):
     script = sleepy_replay(tmp_path / "sleepy.json", seconds=0.3)
-    config = ServeConfig(llm=f"replay:{script}", db=tmp_path / "jobs.sqlite", max_trees=2)
+    config = ServeConfig(llm=f"replay:{script}", db=tmp_path / "jobs.sqlite", max_trees=2, driver="process")
     with TestClient(create_app(config)) as client:
         driver = client.app.state.server.driver
         first_pid = driver.pid
@@ -84,6 +83,7 @@ def test_a_killed_driver_is_replaced_and_its_running_job_runs_again(tmp_path):
         job_id = _submit(client, task=json.dumps(SIMPLE_TASK), files=[],
                          settings='{"iterations": 6, "expansions": 2}')
         _wait(client, job_id, lambda j: j["status"] == "running" and j["progress"]["iterations"] >= 1)
+        assert client.get("/healthz").json()["driver"] == "process"
         os.kill(first_pid, signal.SIGKILL)
         job = _wait(client, job_id, lambda j: j["status"] in ("done", "failed", "cancelled"), timeout=180)
         assert job["status"] == "done" and job["result"]["answer"] == "@x[1]"
@@ -91,6 +91,27 @@ def test_a_killed_driver_is_replaced_and_its_running_job_runs_again(tmp_path):
         assert job["attempts"] == 2  # re-queued from the lost driver, run once more to completion
         time.sleep(1.0)
         assert 'jupiter_failures_total{type="driver"} 1' in client.get("/metrics").text
+        assert client.get("/healthz").json()["driver"] == "process"
+
+
+def test_healthz_is_503_while_a_lost_driver_cannot_be_replaced(tmp_path):
+    """The child dies and its policy file has gone meanwhile: the server stays up, says why, and is 503."""
+    replay = tmp_path / "replay.json"
+    replay.write_bytes(TITANIC_REPLAY.read_bytes())
+    config = ServeConfig(llm=f"replay:{replay}", db=tmp_path / "jobs.sqlite", driver="process")
+    with TestClient(create_app(config)) as client:
+        assert client.get("/healthz").json()["driver"] == "process"
+        replay.unlink()
+        os.kill(client.app.state.server.driver.pid, signal.SIGKILL)
+        deadline, health = time.monotonic() + 60, None
+        while time.monotonic() < deadline:
+            health = client.get("/healthz")
+            if health.status_code == 503 and "replay" in health.json()["error"]:
+                break
+            time.sleep(0.2)
+        assert health is not None and health.status_code == 503, health.json() if health else None
+        assert health.json()["status"] == "degraded" and health.json()["driver"] == "down"
+        assert str(replay) in health.json()["error"]
 
 
 @pytest.mark.parametrize("spec, what", [("replay:/nonexistent/replay.json", "--llm"), ("nonsense-spec", "--llm")])
@@ -119,7 +140,7 @@ def test_a_server_killed_by_sigkill_leaves_no_driver_and_no_lost_job(start_serve
     import json
 
     script = sleepy_replay(tmp_path / "sleepy.json", seconds=0.3)
-    first = start_server("--llm", f"replay:{script}", name="first")
+    first = start_server("--llm", f"replay:{script}", "--driver", "process", name="first")
     job_id = first.submit(task=SIMPLE_TASK, files=[], settings={"iterations": 8, "expansions": 2}).json()["id"]
     first.wait(job_id, until=lambda j: j["status"] == "running" and j["progress"]["iterations"] >= 1)
     drivers = [p for p in _children(first.process.pid) if "spawn_main" in " ".join(p.cmdline())]
@@ -131,6 +152,7 @@ def test_a_server_killed_by_sigkill_leaves_no_driver_and_no_lost_job(start_serve
     with sqlite3.connect(first.db) as db:
         status = db.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
     assert status == "queued"
-    second = start_server("--llm", f"replay:{script}", db=first.db, data_root=first.data_root, name="second")
+    second = start_server("--llm", f"replay:{script}", "--driver", "process", db=first.db, data_root=first.data_root,
+                          name="second")
     job = second.wait(job_id, timeout=120)
     assert job["status"] == "done" and json.dumps(job["result"]["answer"]) == '"@x[1]"'
