@@ -13,7 +13,8 @@ real engine, the real fork sandbox and the real tables:
   is ``mcts`` on that same half.
 
     python benchmarks/quality/search_vs_baselines.py --json [--seeds 0,1,2] [--questions N] [--iterations 40]
-        [--no-value-model] [--train-steps 40] [--out FILE] [--keep-trees DIR]
+        [--no-value-model] [--train-steps 40 | --train-epochs 3] [--device cpu|cuda] [--out FILE]
+        [--keep-trees DIR]
 
 Prints one JSON object with ``--json``: per mode ``acc``, ``in_tree_rate``, ``tokens``, ``model_calls``,
 ``kernel_seconds``, ``wall_s``; top level ``react_acc``, ``vote_acc``, ``mcts_acc``, ``mcts_vm_acc``,
@@ -138,9 +139,11 @@ def run_seed(seed: int, tasks: list[Task], questions: Sequence[QuestionSolutions
             run("collect", collect_config(iterations=args.collect_iterations, expansions=args.expansions),
                 subset=collect_half, tree_dir=tree_dir)
             train = train_from_trees(sorted(tree_dir.glob("*.json")), workdir / f"seed-{seed}" / "value",
-                                     TrainSettings(steps=args.train_steps, seed=seed))
+                                     TrainSettings(steps=args.train_steps, seed=seed, device=args.device,
+                                                   epochs=args.train_epochs))
             print(f"[seed {seed}] value model: {json.dumps(train.to_dict())}", file=sys.stderr, flush=True)
-            trained.update(model_dir=train.model_dir, summary=train, scorer=load_scorer(train.model_dir))
+            trained.update(model_dir=train.model_dir, summary=train,
+                           scorer=load_scorer(train.model_dir, device=args.device))
         held_ids = [t.id for t in infer_half]
         if "mcts" in runs and set(held_ids) <= {o.task_id for o in runs["mcts"].outcomes}:
             heldout = runs["mcts"].subset(held_ids).summary()
@@ -175,6 +178,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--merge", nargs="+", type=Path, default=None,
                    help="no run: aggregate the per-seed figures of these --out files into one report")
     p.add_argument("--train-steps", type=int, default=40, help="value-model optimizer steps")
+    p.add_argument("--train-epochs", type=float, default=None,
+                   help="train this many passes over the samples instead of --train-steps (the paper: 3)")
+    p.add_argument("--device", default="cpu",
+                   help="where the value model trains and scores: cpu (default) or cuda (a GPU makes the paper's "
+                        "3 epochs affordable)")
     p.add_argument("--train-per-seed", action="store_true",
                    help="collect and train again for every seed (default: train once, on the first seed's trees)")
     p.add_argument("--p-switch", type=float, default=SimOptions.p_switch)
@@ -188,6 +196,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _device_error(device: str) -> str | None:
+    """Why the value model cannot run on ``device`` here (None when it can): said before any search runs."""
+    if device == "cpu":
+        return None
+    if not device.startswith("cuda"):
+        return "must be cpu or cuda (or cuda:N)"
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "no CUDA device is visible to torch on this machine"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -197,6 +220,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(args.modes) - set(MODES)
     if unknown:
         print(f"search_vs_baselines: --modes: unknown {sorted(unknown)} (choose from {list(MODES)})", file=sys.stderr)
+        return 2
+    device_error = _device_error(args.device) if "vm" in args.modes and not args.no_value_model else None
+    if device_error:
+        print(f"search_vs_baselines: --device {args.device}: {device_error}", file=sys.stderr)
+        return 2
+    if args.train_epochs is not None and not args.train_epochs > 0:
+        print(f"search_vs_baselines: --train-epochs: must be > 0 (got {args.train_epochs})", file=sys.stderr)
         return 2
     if args.no_value_model:
         args.modes = [m for m in args.modes if m != "vm"]
@@ -242,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "collect_iterations": args.collect_iterations, "vote_runs": args.vote_runs,
                           "modes": args.modes, "vm_questions": args.vm_questions,
                           "train_steps": args.train_steps if "vm" in args.modes else None,
+                          "train_epochs": args.train_epochs if "vm" in args.modes else None,
+                          "device": args.device,
                           "train_per_seed": args.train_per_seed,
                           "policy": {"p_switch": args.p_switch, "p_error": args.p_error, "p_fix": args.p_fix},
                           "solutions_verified": solutions.verified is not None and

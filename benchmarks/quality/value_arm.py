@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,10 +36,21 @@ class TrainSettings:
     eval_fraction: float = 0.1
     seed: int = 0
     device: str = "cpu"
+    epochs: float | None = None
+    """When set, the budget is this many passes over the training samples (the paper trains 3 epochs) and
+    ``steps`` is ignored; ``steps_for_epochs`` turns it into steps once the samples are known."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, int) or self.steps < 1:
             raise ValueError(f"TrainSettings.steps: must be an int >= 1, got {self.steps!r}")
+        if self.epochs is not None and not self.epochs > 0:
+            raise ValueError(f"TrainSettings.epochs: must be > 0, got {self.epochs!r}")
+
+
+def steps_for_epochs(samples: int, epochs: float, batch_size: int, eval_fraction: float) -> int:
+    """Optimizer steps for ``epochs`` passes over the samples the trainer keeps for training (at least 1)."""
+    train = max(1, samples - int(round(samples * eval_fraction)))
+    return max(1, math.ceil(epochs * train / batch_size))
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,9 @@ def train_from_trees(tree_files: Sequence[Path], out_dir: Path, settings: TrainS
     write_samples(samples, out_dir / "samples.jsonl")
     model_config = ModelConfig(backbone=str(ensure_default_model()), max_tokens=settings.max_tokens,
                                lora_layers=settings.lora_layers)
+    if settings.epochs is not None:
+        settings = dataclasses.replace(settings, steps=steps_for_epochs(len(samples), settings.epochs,
+                                                                        settings.batch_size, settings.eval_fraction))
     # epochs only bound the loop: max_steps ends training after ``steps`` (one epoch may be a single batch on
     # few samples, once the trainer has held its evaluation samples back)
     values: dict[str, Any] = dict(

@@ -175,6 +175,34 @@ def _run(args: list[str], timeout: int) -> dict:
     return json.loads(proc.stdout)
 
 
+def test_epochs_become_steps_over_the_samples_kept_for_training() -> None:
+    from benchmarks.quality.value_arm import TrainSettings, steps_for_epochs
+
+    assert steps_for_epochs(256, 3, 4, 0.1) == 173  # 230 training samples, 3 passes of batches of 4
+    assert steps_for_epochs(5, 0.1, 4, 0.5) == 1
+    with pytest.raises(ValueError, match="epochs"):
+        TrainSettings(epochs=0)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--device", "tpu"], "--device tpu: must be cpu or cuda"),
+    (["--train-epochs", "0"], "--train-epochs: must be > 0"),
+])
+def test_bad_value_arm_flags_are_refused_before_any_search(flags: list[str], message: str) -> None:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--json", *flags], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 2 and message in proc.stderr and proc.stdout == ""
+
+
+def test_cuda_without_a_gpu_is_refused_by_name() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible here")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--json", "--device", "cuda"], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and "--device cuda: no CUDA device" in proc.stderr
+
+
 def test_sigterm_reports_the_finished_seeds(tmp_path: Path) -> None:
     """A stopped run writes the report of the seeds that finished (``interrupted``), then exits 130."""
     import signal
