@@ -90,6 +90,7 @@ class DriverProcess:
         self._reply_cond = threading.Condition()
         self._ids = itertools.count(1)
         self._closing = False
+        self._closed = threading.Event()
         self._conn: Any = None
         self._process: multiprocessing.process.BaseProcess | None = None
 
@@ -117,6 +118,7 @@ class DriverProcess:
     def shutdown(self, timeout: float = 30.0) -> None:
         """Stop every tree at its next step (the child re-queues their jobs), then end the child."""
         self._closing = True
+        self._closed.set()
         process = self._process
         if process is None:
             return
@@ -251,16 +253,18 @@ class DriverProcess:
         except Exception:
             log.exception("could not re-queue the lost driver's jobs; the next server start will")
         for attempt in range(1, _RESTART_TRIES + 1):
+            if self._closing:
+                return
             try:
                 self._spawn()
                 break
             except DriverStartError as exc:
                 self.last_error = str(exc)
                 log.error("the new driver process did not start (try %d of %d): %s", attempt, _RESTART_TRIES, exc)
-                if attempt == _RESTART_TRIES or self._closing:
+                if attempt == _RESTART_TRIES:
                     log.error("no driver process: queued jobs wait for the next server start")
                     return
-                time.sleep(_RESTART_PAUSE_S * attempt)
+                self._closed.wait(_RESTART_PAUSE_S * attempt)  # a shutdown ends the pause
         self.last_error = None
         if self._closing:  # the server began to stop while the new child started: stop it too
             self.shutdown()
