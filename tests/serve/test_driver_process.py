@@ -156,3 +156,15 @@ def test_a_server_killed_by_sigkill_leaves_no_driver_and_no_lost_job(start_serve
                           name="second")
     job = second.wait(job_id, timeout=120)
     assert job["status"] == "done" and json.dumps(job["result"]["answer"]) == '"@x[1]"'
+
+
+@pytest.mark.slow  # the child imports torch to read the folder
+def test_a_value_model_the_driver_cannot_load_names_the_flag(tmp_path):
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    config = ServeConfig(llm=f"replay:{TITANIC_REPLAY}", db=tmp_path / "jobs.sqlite", value_model=empty,
+                         driver="process")
+    with pytest.raises(DriverStartError) as caught:
+        DriverProcess(config).start()
+    assert caught.value.what == "value-model" and "value_config.json" in str(caught.value)
+    assert str(caught.value).startswith("--value-model: ")
