@@ -196,6 +196,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _missing_dabench(folder: Path, questions: Sequence[Any]) -> str | None:
+    """What of the DABench copy the questions need is not in ``folder`` (None: all there)."""
+    if not folder.is_dir():
+        return "folder not found"
+    if not (folder / "da-dev-questions.jsonl").is_file():
+        return "da-dev-questions.jsonl not found (not a DABench copy?)"
+    tables = folder / "tables"
+    absent = sorted({q.file for q in questions if not (tables / q.file).is_file()})
+    if absent:
+        return f"tables/ lacks {', '.join(absent[:5])}{' ...' if len(absent) > 5 else ''}"
+    return None
+
+
 def _device_error(device: str) -> str | None:
     """Why the value model cannot run on ``device`` here (None when it can): said before any search runs."""
     if device == "cpu":
@@ -233,7 +246,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     solutions = load_solutions(args.solutions)
     questions = ordered_questions(solutions.questions, args.questions)
-    tasks = tasks_for(questions, args.dabench or default_data_dir("dabench"))
+    dabench = Path(args.dabench) if args.dabench else default_data_dir("dabench")
+    missing = _missing_dabench(dabench, questions)
+    if missing:  # without the tables every tree would fail at its first cell: say so instead of scoring 0
+        flag = "--dabench" if args.dabench else "--dabench (default: $JUPITER_SHARED or ../shared beside the checkout)"
+        print(f"search_vs_baselines: {flag}: {dabench}: {missing}", file=sys.stderr)
+        return 2
+    tasks = tasks_for(questions, dabench)
     started = time.perf_counter()
     per_seed: list[dict[str, Any]] = []
     interrupted = False

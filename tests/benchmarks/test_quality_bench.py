@@ -194,6 +194,19 @@ def test_bad_value_arm_flags_are_refused_before_any_search(flags: list[str], mes
     assert proc.returncode == 2 and message in proc.stderr and proc.stdout == ""
 
 
+def test_missing_dabench_data_is_refused_by_name(tmp_path: Path) -> None:
+    """Without the tables every tree would fail at its first cell and the report would read as accuracy 0."""
+    (tmp_path / "da-dev-questions.jsonl").write_text("")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--json", "--questions", "2", "--dabench", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"--dabench: {tmp_path}: tables/ lacks " in proc.stderr
+    gone = tmp_path / "nowhere"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--json", "--dabench", str(gone)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and f"{gone}: folder not found" in proc.stderr
+
+
 def test_cuda_without_a_gpu_is_refused_by_name() -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -203,13 +216,14 @@ def test_cuda_without_a_gpu_is_refused_by_name() -> None:
     assert proc.returncode == 2 and "--device cuda: no CUDA device" in proc.stderr
 
 
-def test_sigterm_reports_the_finished_seeds(tmp_path: Path) -> None:
+def test_sigterm_reports_the_finished_seeds(tmp_path: Path, dabench_dir: Path) -> None:
     """A stopped run writes the report of the seeds that finished (``interrupted``), then exits 130."""
     import signal
     import time
 
     out = tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "--json", "--questions", "2", "--iterations", "3",
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "--json", "--dabench", str(dabench_dir), "--questions", "2",
+                             "--iterations", "3",
                              "--modes", "react", "--seeds", "0,1,2,3,4,5,6,7", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     partial = out.with_suffix(".partial.json")
@@ -236,8 +250,9 @@ def test_sigterm_reports_the_finished_seeds(tmp_path: Path) -> None:
 MODE_KEYS = {"acc", "in_tree_rate", "tokens", "model_calls", "kernel_seconds", "wall_s"}
 
 
-def test_script_on_tiny_settings_prints_its_keys() -> None:
-    report = _run(["--questions", "2", "--iterations", "6", "--no-value-model"], timeout=600)
+def test_script_on_tiny_settings_prints_its_keys(dabench_dir: Path) -> None:
+    report = _run(["--dabench", str(dabench_dir), "--questions", "2", "--iterations", "6", "--no-value-model"],
+                  timeout=600)
     for key in ("react_acc", "vote_acc", "mcts_acc", "mcts_vm_acc", "in_tree_rate", "tokens", "vote_eq_acc",
                 "vote_eq_tokens", "plurality_agreement", "targets", "modes"):
         assert key in report
@@ -254,8 +269,8 @@ def test_script_on_tiny_settings_prints_its_keys() -> None:
 
 
 @pytest.mark.slow
-def test_script_with_the_value_model_arm_and_two_seeds(tmp_path: Path) -> None:
-    report = _run(["--questions", "4", "--iterations", "6", "--collect-iterations", "16", "--train-steps", "2",
+def test_script_with_the_value_model_arm_and_two_seeds(tmp_path: Path, dabench_dir: Path) -> None:
+    report = _run(["--dabench", str(dabench_dir), "--questions", "4", "--iterations", "6", "--collect-iterations", "16", "--train-steps", "2",
                    "--seeds", "0,1", "--out", str(tmp_path / "r.json")], timeout=1800)
     assert report["mcts_vm_acc"] is not None and report["mcts_acc_heldout"] is not None
     value_acc = report["mcts_vm_value_acc"]  # the value decision on the same trees (None: no tree answered)
