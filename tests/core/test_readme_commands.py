@@ -22,7 +22,7 @@ def test_readme_opens_with_exactly_two_commands_that_work_from_a_plain_shell() -
     assert (ROOT / "scripts" / "install.sh").is_file()
     task = shlex.split(install)[5]
     assert (ROOT / task).is_file(), task
-    assert tests == "bash scripts/test.sh" and (ROOT / "scripts" / "test.sh").is_file()
+    assert tests == ".venv/bin/python -m pytest"
 
 
 def test_ci_runs_the_readme_install_and_test_command() -> None:
