@@ -59,8 +59,6 @@ class ServerState:
     """What the routes share: config, store, event hub, scheduler and the policy (built by the lifespan)."""
 
     def __init__(self, config: ServeConfig, policy: Any, value: Any, driver: DriverProcess | None = None) -> None:
-        from sandbox import Sandbox, SandboxConfig
-
         self.config = config
         self.policy = policy
         self.driver = driver
@@ -75,12 +73,7 @@ class ServerState:
             driver.attach(self.hub, on_lost=self.submit_queued)
             self.scheduler = driver
             return
-        timeout = config.cell_timeout
-        sandbox_config = SandboxConfig(timeout_s=timeout) if timeout else SandboxConfig()
-        self.scheduler = Scheduler(
-            self.store, self.hub, policy, lambda: Sandbox(sandbox_config), max_trees=config.max_trees,
-            value=value, llm_spec=config.llm, ray_address=config.ray_address, value_model=config.value_model,
-            sandbox_config=sandbox_config)
+        self.scheduler = Scheduler.for_server(config, self.store, self.hub, policy, value)
 
     def paths(self, job_id: str) -> JobPaths:
         return job_paths(self.config.data_root, job_id)  # type: ignore[arg-type]

@@ -333,16 +333,11 @@ def _child_main(conn: Any, config: ServeConfig) -> None:
         except Exception as exc:
             send(("failed", "value-model", f"{type(exc).__name__}: {exc}"))
             return
-    from sandbox import Sandbox, SandboxConfig
-
     from jupiter.serve.scheduler import Scheduler
     from jupiter.serve.store import JobStore
 
     store = JobStore(config.db)
-    sandbox_config = SandboxConfig(timeout_s=config.cell_timeout) if config.cell_timeout else SandboxConfig()
-    scheduler = Scheduler(store, _PipeHub(send), policy, lambda: Sandbox(sandbox_config),
-                          max_trees=config.max_trees, value=value, llm_spec=config.llm,
-                          value_model=config.value_model, sandbox_config=sandbox_config)
+    scheduler = Scheduler.for_server(config, store, _PipeHub(send), policy, value)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     threading.Thread(target=_report_stats, args=(scheduler, policy, send, stop), daemon=True).start()

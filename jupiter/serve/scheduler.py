@@ -146,6 +146,18 @@ class Scheduler:
         self._last_tokens: dict[str, int] = {}
         self._stats: dict[str, Any] = {}  # job id -> its tree's live SearchStats (the driver's own object)
 
+    @classmethod
+    def for_server(cls, config: Any, store: JobStore, hub: Any, policy: Any, value: Any) -> "Scheduler":
+        """The scheduler a ``jupiter serve`` with ``config`` (a ``ServeConfig``) runs, in its own process or in
+        the driver process: one fork sandbox per tree, with the server's cell timeout."""
+        from sandbox import Sandbox, SandboxConfig
+
+        timeout = config.cell_timeout
+        sandbox_config = SandboxConfig(timeout_s=timeout) if timeout else SandboxConfig()
+        return cls(store, hub, policy, lambda: Sandbox(sandbox_config), max_trees=config.max_trees, value=value,
+                   llm_spec=config.llm, ray_address=config.ray_address, value_model=config.value_model,
+                   sandbox_config=sandbox_config)
+
     # -------------------------------------------------------------------------------------- public API
 
     def submit(self, spec: JobSpec) -> None:
