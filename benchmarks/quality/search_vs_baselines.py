@@ -40,7 +40,8 @@ from benchmarks.quality.report import aggregate, seed_figures, targets
 from benchmarks.quality.runs import ModeRun, run_mode
 from benchmarks.quality.sim_policy import SimOptions, SimulatedPolicy
 from benchmarks.quality.solutions import SOLUTIONS_PATH, QuestionSolutions, load_solutions, tasks_for
-from benchmarks.quality.value_arm import TrainSettings, TrainSummary, load_scorer, split_halves, train_from_trees
+from benchmarks.quality.value_arm import (TrainSettings, TrainSummary, collected, finished_training, load_scorer,
+                                          split_halves, train_from_trees)
 from jupiter.task import Task
 from search import SearchConfig, react_config, vote_config
 
@@ -136,11 +137,20 @@ def run_seed(seed: int, tasks: list[Task], questions: Sequence[QuestionSolutions
         model_dir = trained.get("model_dir")
         if model_dir is None or args.train_per_seed:
             tree_dir = workdir / f"seed-{seed}" / "collect"
-            run("collect", collect_config(iterations=args.collect_iterations, expansions=args.expansions),
-                subset=collect_half, tree_dir=tree_dir)
-            train = train_from_trees(sorted(tree_dir.glob("*.json")), workdir / f"seed-{seed}" / "value",
-                                     TrainSettings(steps=args.train_steps, seed=seed, device=args.device,
-                                                   epochs=args.train_epochs))
+            value_dir = workdir / f"seed-{seed}" / "value"
+            settings = TrainSettings(steps=args.train_steps, seed=seed, device=args.device, epochs=args.train_epochs)
+            train = finished_training(value_dir, settings)
+            if train is None and collected(tree_dir, collect_half):
+                print(f"[seed {seed}] collection trees found in {tree_dir}: not collected again",
+                      file=sys.stderr, flush=True)
+            elif train is None:
+                run("collect", collect_config(iterations=args.collect_iterations, expansions=args.expansions),
+                    subset=collect_half, tree_dir=tree_dir)
+            if train is None:
+                train = train_from_trees(sorted(tree_dir.glob("*.json")), value_dir, settings)
+            else:
+                print(f"[seed {seed}] trained value model found in {value_dir}: not trained again",
+                      file=sys.stderr, flush=True)
             print(f"[seed {seed}] value model: {json.dumps(train.to_dict())}", file=sys.stderr, flush=True)
             trained.update(model_dir=train.model_dir, summary=train,
                            scorer=load_scorer(train.model_dir, device=args.device))

@@ -18,7 +18,8 @@ from typing import Any, Sequence
 
 from jupiter.task import Task
 
-__all__ = ["TrainSettings", "TrainSummary", "split_halves", "train_from_trees", "load_scorer"]
+__all__ = ["TrainSettings", "TrainSummary", "split_halves", "train_from_trees", "load_scorer", "collected",
+           "finished_training"]
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,27 @@ def train_from_trees(tree_files: Sequence[Path], out_dir: Path, settings: TrainS
         eval_mse_before=first.eval_mse, eval_mse_after=last.eval_mse, eval_spearman_after=last.eval_spearman,
         seconds=round(time.perf_counter() - started, 1), model_dir=str(out_dir / "model"))
     (out_dir / "train_summary.json").write_text(json.dumps(summary.to_dict(), indent=1) + "\n", encoding="utf-8")
+    return summary
+
+
+def collected(tree_dir: Path, tasks: Sequence[Task]) -> bool:
+    """Whether ``tree_dir`` already holds a saved collection tree for every task (a rerun with the same
+    ``--workdir`` then reuses them instead of collecting again)."""
+    return bool(tasks) and all((tree_dir / f"{task.id}.json").is_file() for task in tasks)
+
+
+def finished_training(out_dir: Path, settings: TrainSettings) -> TrainSummary | None:
+    """The summary of a training run with ``settings``' step budget that finished in ``out_dir`` (its
+    ``train_summary.json`` is written last, after the model), or None: a stopped multi-hour run keeps its
+    trained model, and a run with another budget trains again."""
+    path = out_dir / "train_summary.json"
+    if not path.is_file():
+        return None
+    summary = TrainSummary(**json.loads(path.read_text(encoding="utf-8")))
+    wanted = settings.steps if settings.epochs is None else steps_for_epochs(
+        summary.samples, settings.epochs, settings.batch_size, settings.eval_fraction)
+    if summary.steps != wanted or not (Path(summary.model_dir) / "value_config.json").is_file():
+        return None
     return summary
 
 

@@ -184,6 +184,34 @@ def test_epochs_become_steps_over_the_samples_kept_for_training() -> None:
         TrainSettings(epochs=0)
 
 
+def test_a_rerun_reuses_finished_collection_and_training_only_when_they_match(tmp_path: Path) -> None:
+    """The arm takes over an hour on CPU: a stopped run keeps its trees and model, but a model trained with
+    another step budget, or whose folder is gone, is trained again."""
+    from benchmarks.quality.value_arm import TrainSettings, TrainSummary, collected, finished_training
+    from jupiter.task import Task
+
+    tasks = [Task(id=str(i), question="q") for i in (3, 7)]
+    trees = tmp_path / "collect"
+    trees.mkdir()
+    (trees / "3.json").write_text("{}")
+    assert not collected(trees, tasks)
+    (trees / "7.json").write_text("{}")
+    assert collected(trees, tasks) and not collected(trees, [])
+
+    value_dir = tmp_path / "value"
+    assert finished_training(value_dir, TrainSettings(steps=40)) is None
+    model = value_dir / "model"
+    model.mkdir(parents=True)
+    summary = TrainSummary(samples=256, positive=121, negative=131, train_samples=230, eval_samples=26, steps=173,
+                           eval_mse_before=0.5, eval_mse_after=0.4, eval_spearman_after=0.2, seconds=1.0,
+                           model_dir=str(model))
+    (value_dir / "train_summary.json").write_text(json.dumps(summary.to_dict()))
+    assert finished_training(value_dir, TrainSettings(epochs=3)) is None  # no model files yet
+    (model / "value_config.json").write_text("{}")
+    assert finished_training(value_dir, TrainSettings(epochs=3)) == summary  # 3 epochs of 256 samples: 173 steps
+    assert finished_training(value_dir, TrainSettings(steps=40)) is None
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--device", "tpu"], "--device tpu: must be cpu or cuda"),
     (["--train-epochs", "0"], "--train-epochs: must be > 0"),
