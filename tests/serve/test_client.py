@@ -273,3 +273,40 @@ def test_serve_load_kill_restart_loses_nothing_and_reruns_nothing() -> None:
     assert restart["lost"] == [] and restart["rerun_after_done"] == [] and restart["done_before_kill"] >= 3
     assert restart["orphans_after_kill"] == 0
     assert result["targets"]["restart_all_done_none_lost_none_rerun"] is True
+
+
+def test_clients_starting_together_read_the_mime_tables_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The standard library's first guess reads the system's type tables unguarded: 20 clients making their
+    first upload at once each read them, one after another under the GIL (~300 ms on a submit burst)."""
+    import mimetypes
+    import threading
+    import time
+
+    from jupiter.client import mime_type
+
+    real_init = mimetypes.init
+    calls = []
+
+    def slow_init(files=None):  # noqa: ANN001, ANN202 - mimetypes.init's signature
+        calls.append(1)
+        time.sleep(0.02)  # the table read, long enough for every thread to reach it
+        real_init(files)
+
+    monkeypatch.setattr(mimetypes, "inited", False)
+    monkeypatch.setattr(mimetypes, "_db", None)
+    monkeypatch.setattr(mimetypes, "init", slow_init)
+    start = threading.Barrier(20)
+    types: list[str] = []
+
+    def first_upload() -> None:
+        start.wait()
+        types.append(mime_type("titanic.csv"))
+
+    threads = [threading.Thread(target=first_upload) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1
+    assert types == ["text/csv"] * 20
+    assert mime_type("table.unknown-ext") == "application/octet-stream"
