@@ -414,6 +414,9 @@ def _drop_privileges(uid):
 def _start(settings):
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    # bubblewrap starts its own session inside the one the host started for us: set that session's share too,
+    # before the uid drop (after it, /proc/self belongs to root: the process is no longer dumpable)
+    limits.lower_priority(settings.get("nice", 0), own_session=True)
     if settings.get("uid") is not None:
         _drop_privileges(int(settings["uid"]))
     limits.apply_limits(settings.get("rlimits", {}))

@@ -82,6 +82,9 @@ class SandboxConfig:
     """Let the FORK runtime's malloc ask for transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``).
     ``fork()`` copies the page tables of a state; with 4 KiB pages that costs about 50 µs per MiB of heap (most of
     a deep state's branch time), with 2 MiB pages almost nothing. Harmless where the kernel has THP off."""
+    nice: int = 0
+    """Niceness added to the runtime (FORK: the state server, whose forked states inherit it; KERNEL: each
+    kernel). A service sets it so that its API and its clients get the CPU before the cells do."""
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:
@@ -120,6 +123,8 @@ class SandboxConfig:
             fail("startup_timeout_s", "must be a positive number of seconds")
         if not isinstance(self.huge_pages, bool):
             fail("huge_pages", "must be True or False")
+        if not (isinstance(self.nice, int) and not isinstance(self.nice, bool) and 0 <= self.nice <= 19):
+            fail("nice", "must be an integer 0..19")
 
     def rlimits(self) -> dict[str, int | None]:
         """The rlimits a runtime applies to itself, in the units ``setrlimit`` wants."""

@@ -73,7 +73,7 @@ class KernelRuntime:
         try:
             self._km.start_kernel(cwd=str(workspace), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   extra_arguments=["--HistoryManager.enabled=False"],
-                                  preexec_fn=functools.partial(apply_limits, config.rlimits()))
+                                  preexec_fn=functools.partial(apply_limits, config.rlimits(), config.nice))
             self._kc = self._km.blocking_client()
             self._kc.start_channels()
             self._kc.wait_for_ready(timeout=config.startup_timeout_s)

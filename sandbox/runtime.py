@@ -21,7 +21,7 @@ from typing import Any
 from sandbox import protocol
 from sandbox.config import SandboxConfig
 from sandbox.isolation import IsolationPlan
-from sandbox.limits import PidsCgroup
+from sandbox.limits import PidsCgroup, lower_priority
 from sandbox.workspace import Layout
 
 __all__ = ["RawResult", "RuntimeDied", "RuntimeTimeout", "StartupError", "ForkRuntime", "Zygote", "uss_bytes",
@@ -273,7 +273,7 @@ class Zygote:
         settings = {
             "fd": child_end.fileno(), "output_cap": config.max_output_chars, "fault_dir": plan.inside(layout.faults),
             "home": plan.inside(layout.home), "rlimits": config.rlimits() if rlimits is None else rlimits, "uid": plan.uid,
-            "preload": list(config.preload_modules), "single_fork": plan.bwrap,
+            "preload": list(config.preload_modules), "single_fork": plan.bwrap, "nice": config.nice,
         }
         self._cmd = [*plan.prefix, config.python, str(_SERVER), json.dumps(settings)]
         self._child_end = child_end
@@ -304,11 +304,13 @@ class Zygote:
 
     def _own_process(self) -> None:
         cgroup = self.cgroup
+        nice = self.config.nice
 
         def pdeathsig() -> None:
             import ctypes
 
             ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            lower_priority(nice)  # the state server's own session; every state it forks inherits it
             if cgroup is not None:
                 cgroup.join()
 

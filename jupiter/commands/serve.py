@@ -48,6 +48,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="where the trees run: threads of the server process (default), or a child process "
                              "that loads the policy, so that a crash there does not take the API down (it is "
                              "restarted and its jobs re-queued)")
+    parser.add_argument("--nice", type=int, default=10, metavar="N",
+                        help="niceness added to the search (the cells' sandboxes; with --driver process the whole "
+                             "driver), so the API answers first when both want the CPU; 0 keeps it level "
+                             "(default 10)")
     parser.set_defaults(handler=run)
     return parser
 
@@ -89,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
             llm=args.llm, value_model=args.value_model, profile=args.profile, host=args.host, port=args.port,
             db=args.db, data_root=args.data_root, max_trees=args.max_trees, token=_token(args),
             ray_address=args.ray, gc_days=args.gc_days, max_upload_mb=args.max_upload_mb, max_files=args.max_files,
-            max_queue=args.max_queue, cell_timeout=args.cell_timeout, driver=args.driver)
+            max_queue=args.max_queue, cell_timeout=args.cell_timeout, driver=args.driver,
+            nice=args.nice)
     except ServeConfigError as exc:
         print(f"jupiter serve: error: {exc}", file=sys.stderr)
         return 2

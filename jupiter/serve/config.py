@@ -51,9 +51,10 @@ class ServeConfig:
     """Where the trees run: ``thread`` (threads of the server's own process) or ``process`` (a child process
     that loads the policy: a crash of the model or the search does not take the API down). Ray mode ignores it
     (the trees run on Ray workers). docs/serve.md gives the measured difference."""
-    driver_nice: int = 10
-    """Niceness added to the driver process and its sandboxes (``process`` driver only): the API gets the CPU
-    first when the search and the clients compete for it. 0 keeps the server's priority."""
+    nice: int = 10
+    """Niceness added to the search: to the driver process and its sandboxes (``process``), or to the sandboxes
+    the trees run their cells in (``thread``). The API gets the CPU first when the cells and the clients
+    compete for it. 0 keeps the server's priority."""
 
     def __post_init__(self) -> None:
         def fail(name: str, why: str) -> None:
@@ -78,8 +79,8 @@ class ServeConfig:
             fail("cell_timeout", "must be a positive number of seconds")
         if self.driver not in ("process", "thread"):
             fail("driver", "must be 'process' or 'thread'")
-        if not (isinstance(self.driver_nice, int) and 0 <= self.driver_nice <= 19):
-            fail("driver_nice", "must be an integer 0..19")
+        if not (isinstance(self.nice, int) and 0 <= self.nice <= 19):
+            fail("nice", "must be an integer 0..19")
         if self.token is not None and len(self.token.strip()) < 8:
             fail("token", "must be at least 8 characters")
         if not is_loopback(self.host) and not self.token:

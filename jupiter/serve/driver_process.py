@@ -300,10 +300,10 @@ class _PipeHub:
 def _child_main(conn: Any, config: ServeConfig) -> None:
     """Load the policy (and value model), run a ``Scheduler`` and obey the parent until it says stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent shuts us down in order
-    if config.driver_nice:
+    if config.nice:
         # The API answers first: on a machine with few cores the search (this process and the sandboxes it
         # starts, which inherit the niceness) yields the CPU to the HTTP process when both want it.
-        os.nice(config.driver_nice)
+        os.nice(config.nice)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("jupiter").setLevel(logging.INFO)
     lock = threading.Lock()

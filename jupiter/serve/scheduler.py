@@ -149,11 +149,13 @@ class Scheduler:
     @classmethod
     def for_server(cls, config: Any, store: JobStore, hub: Any, policy: Any, value: Any) -> "Scheduler":
         """The scheduler a ``jupiter serve`` with ``config`` (a ``ServeConfig``) runs, in its own process or in
-        the driver process: one fork sandbox per tree, with the server's cell timeout."""
+        the driver process: one fork sandbox per tree, with the server's cell timeout and niceness."""
         from sandbox import Sandbox, SandboxConfig
 
-        timeout = config.cell_timeout
-        sandbox_config = SandboxConfig(timeout_s=timeout) if timeout else SandboxConfig()
+        # niceness: a driver process is niced itself, but each sandbox runs in a session of its own, which the
+        # kernel may schedule as one group (sched_autogroup): the sandbox sets its session's share too
+        options: dict[str, Any] = {"timeout_s": config.cell_timeout} if config.cell_timeout else {}
+        sandbox_config = SandboxConfig(nice=config.nice, **options)
         return cls(store, hub, policy, lambda: Sandbox(sandbox_config), max_trees=config.max_trees, value=value,
                    llm_spec=config.llm, ray_address=config.ray_address, value_model=config.value_model,
                    sandbox_config=sandbox_config)

@@ -1,6 +1,7 @@
 """Process lifecycle: no leaks, no orphans or zombies, snapshot budget with replay, start-up self-check."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -150,3 +151,40 @@ def test_self_check_names_the_missing_interpreter_or_kernel(tmp_path):
         Sandbox(SandboxConfig(python=str(tmp_path / "nonexistent" / "python")))
     with pytest.raises(StartupError, match="no-such-kernel"):
         Sandbox(SandboxConfig(backend="kernel", kernel_name="no-such-kernel"))
+
+
+AUTOGROUP = Path("/proc/self/autogroup")
+
+
+def _autogroup_nice(text: str) -> int:
+    return int(text.strip().rsplit(" ", 1)[-1])  # "/autogroup-123 nice 7"
+
+
+def test_nice_lowers_the_cells_priority_as_processes_and_as_a_session():
+    """Where the kernel schedules sessions as groups (sched_autogroup), a sandbox's own session gets a fair share
+    whatever its processes' niceness: 16 sandboxes would leave a service's API 1/18 of the CPU. Bubblewrap
+    starts one more session inside, so the state server sets that one's share too."""
+    ours = AUTOGROUP.read_text() if AUTOGROUP.exists() else None
+    with Sandbox(dataclasses.replace(LIGHT, nice=7)) as box:
+        child = box.open_root().branch()
+        out = child.run("import os, pathlib\np = pathlib.Path('/proc/self/autogroup')\n"
+                        "print(os.nice(0), p.read_text().strip() if p.exists() else '-')").stdout.split(" ", 1)
+    assert int(out[0]) >= 7
+    if AUTOGROUP.exists():
+        assert _autogroup_nice(out[1]) == 7
+        assert AUTOGROUP.read_text() == ours  # the test's own session is untouched
+
+
+def test_lowering_priority_never_touches_the_callers_session():
+    """Only a session that holds nothing but the sandbox gets its share lowered: a process that did not start
+    its own session lowers its own niceness only."""
+    code = ("from sandbox.limits import lower_priority; import os, pathlib\nlower_priority(5)\n"
+            "p = pathlib.Path('/proc/self/autogroup')\nprint(os.nice(0), p.read_text().strip() if p.exists() else '-')")
+    shared = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=Path(__file__).resolve().parents[2]).stdout.split(" ", 1)
+    own = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2], start_new_session=True).stdout.split(" ", 1)
+    assert int(shared[0]) >= 5 and int(own[0]) >= 5
+    if AUTOGROUP.exists():
+        assert _autogroup_nice(shared[1]) == _autogroup_nice(AUTOGROUP.read_text())
+        assert _autogroup_nice(own[1]) == 5

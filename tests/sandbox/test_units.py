@@ -23,6 +23,7 @@ def test_config_defaults_and_enum_coercion():
     ("backend", "docker"), ("timeout_s", 0), ("max_live_states", 0), ("memory_limit_mb", 10),
     ("max_output_chars", 5), ("isolation", "chroot"), ("run_as_uid", 0), ("kernel_name", ""),
     ("preload_modules", "numpy"), ("max_memory_mb", -1), ("huge_pages", "yes"),
+    ("nice", 20), ("nice", -1), ("nice", True),
 ])
 def test_config_errors_name_the_field(field, value):
     with pytest.raises(ConfigError, match=f"SandboxConfig.{field}"):

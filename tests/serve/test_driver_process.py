@@ -53,7 +53,7 @@ def test_the_app_starts_a_driver_process_that_runs_jobs_and_streams_their_nodes(
     with TestClient(create_app(config)) as client:
         driver = client.app.state.server.driver
         assert isinstance(driver, DriverProcess) and driver.pid != os.getpid()
-        assert psutil.Process(driver.pid).nice() >= psutil.Process().nice() + config.driver_nice
+        assert psutil.Process(driver.pid).nice() >= psutil.Process().nice() + config.nice
         job_id = _submit(client, settings='{"iterations": 3, "expansions": 2}')
         job = _wait(client, job_id, lambda j: j["status"] == "done")
         assert job["result"]["answer"].startswith("@mean_fare[")
@@ -124,8 +124,8 @@ def test_a_policy_the_driver_cannot_load_is_a_clear_start_error(tmp_path, spec, 
 def test_config_names_a_bad_driver_setting():
     with pytest.raises(ServeConfigError, match="driver: must be 'process' or 'thread'"):
         ServeConfig(driver="fork")
-    with pytest.raises(ServeConfigError, match="driver_nice: must be an integer 0..19"):
-        ServeConfig(driver_nice=-5)
+    with pytest.raises(ServeConfigError, match="nice: must be an integer 0..19"):
+        ServeConfig(nice=-5)
 
 
 def test_server_timing_header_parsing():

@@ -307,3 +307,17 @@ def test_a_value_model_scores_the_jobs_nodes_and_progress_is_in_the_database_whi
     assert result["decided_by"] == "vote" and result["vote_table"][0]["count"] >= 2
     assert result["vote_table"][0]["mean_value"] != 0.0  # the answers' values come from the value model
     assert result["stats"]["value_calls"] > 0
+
+
+@pytest.mark.parametrize("driver", ["thread", "process"])
+def test_the_trees_sandboxes_run_at_the_servers_niceness(tmp_path, driver):
+    """Each sandbox is a session of its own, which the kernel may schedule as one group: the niceness must reach
+    the sandbox itself (a niced driver process alone does not lower its sandboxes' share)."""
+    from jupiter.serve.scheduler import Scheduler
+
+    config = ServeConfig(db=tmp_path / "jobs.sqlite", driver=driver, nice=9, cell_timeout=30)
+    scheduler = Scheduler.for_server(config, JobStore(config.db), EventHub(), policy=None, value=None)
+    assert scheduler.sandbox_config.nice == 9 and scheduler.sandbox_config.timeout_s == 30
+    level = Scheduler.for_server(ServeConfig(db=tmp_path / "jobs.sqlite", nice=0), JobStore(config.db), EventHub(),
+                                 policy=None, value=None)
+    assert level.sandbox_config.nice == 0
