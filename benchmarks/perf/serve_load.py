@@ -451,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also a run whose server is killed (SIGKILL) half-way and restarted on the same db")
     parser.add_argument("--driver", choices=("thread", "process"), default="thread",
                         help="the server's --driver: trees in its threads (its default) or in a child process")
+    parser.add_argument("--nice", type=int, default=None, metavar="N",
+                        help="the server's --nice: niceness of the search's sandboxes (default: the server's, 10)")
     parser.add_argument("--no-batch", action="store_true", help="skip the in-process batch comparison")
     parser.add_argument("--poll", type=float, default=0.5, help="seconds between a client's status rounds")
     parser.add_argument("--submit-interval", type=float, default=0.0,
@@ -465,8 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     settings: dict[str, Any] = {"seed": 0}
     with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
         workdir = args.workdir or Path(tmp)
-        flags = ("--driver", args.driver)
-        result: dict[str, Any] = {"driver": args.driver,
+        flags = ("--driver", args.driver) + (("--nice", str(args.nice)) if args.nice is not None else ())
+        result: dict[str, Any] = {"driver": args.driver, "nice": args.nice,
                                   "load": run_load(args.tasks, clients, settings, workdir, args.max_trees, False,
                                                    args.timeout, args.poll, args.submit_interval, flags)}
         if not args.no_batch:
