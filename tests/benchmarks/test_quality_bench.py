@@ -299,7 +299,8 @@ def test_script_on_tiny_settings_prints_its_keys(dabench_dir: Path) -> None:
 @pytest.mark.slow
 def test_script_with_the_value_model_arm_and_two_seeds(tmp_path: Path, dabench_dir: Path) -> None:
     report = _run(["--dabench", str(dabench_dir), "--questions", "4", "--iterations", "6", "--collect-iterations", "16", "--train-steps", "2",
-                   "--seeds", "0,1", "--out", str(tmp_path / "r.json")], timeout=1800)
+                   "--seeds", "0,1", "--out", str(tmp_path / "r.json"), "--workdir", str(tmp_path / "work")],
+                  timeout=1800)
     assert report["mcts_vm_acc"] is not None and report["mcts_acc_heldout"] is not None
     value_acc = report["mcts_vm_value_acc"]  # the value decision on the same trees (None: no tree answered)
     assert value_acc is None or 0.0 <= value_acc <= 1.0
@@ -307,6 +308,33 @@ def test_script_with_the_value_model_arm_and_two_seeds(tmp_path: Path, dabench_d
     assert set(report["spread"]) >= {"react_acc", "mcts_acc", "mcts_vm_acc"}
     saved = json.loads((tmp_path / "r.json").read_text())
     assert len(saved["per_seed"]) == 2 and "outcomes" in saved["per_seed"][0]
+    # the probe scores the trained model on the held-out half's states and on its own training samples
+    model = tmp_path / "work" / "seed-0" / "value" / "model"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.quality.value_probe", "--json", "--model", str(model),
+                           "--questions", "4", "--collect-iterations", "8", "--dabench", str(dabench_dir)],
+                          capture_output=True, text=True, timeout=900, check=False, cwd=SCRIPT.parents[2])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    probe = json.loads(proc.stdout)
+    assert probe["held_out_question_ids"] and probe["training"]["all"]["samples"] == report["train"]["samples"]
+    held = probe["held_out"]["all"]
+    assert held["samples"] >= 2 and held["mse"] >= 0 and -1 <= held["spearman"] <= 1
+    assert held["auc"] is None or 0 <= held["auc"] <= 1
+
+
+def test_probe_auc_and_report_blocks() -> None:
+    from benchmarks.quality.value_probe import auc, rank_report
+    from value_model.extract import Sample
+
+    assert auc([0.9, 0.1, 0.5], [1, -1, 1]) == 1.0
+    assert auc([0.1, 0.9], [1, -1]) == 0.0
+    assert auc([0.5, 0.5], [1, -1]) == 0.5  # a tie counts half
+    assert auc([0.3], [1]) is None
+    samples = [Sample(messages=(), text="", value=v, visits=1, value_sum=v, is_terminal=t)
+               for v, t in ((1.0, True), (-1.0, True), (0.5, False), (-0.5, False))]
+    report = rank_report([0.8, -0.2, 0.1, 0.0], samples, train_mean=0.0)
+    assert report["all"]["auc"] == 1.0 and report["all"]["positive"] == 2 and report["all"]["negative"] == 2
+    assert report["terminal"]["samples"] == 2 and report["terminal"]["mse_constant"] == 1.0
+    assert report["all"]["mse"] < report["all"]["mse_constant"]
 
 
 def test_status_notebook_grows_the_same_trees_as_the_real_sandbox(questions, tasks) -> None:
