@@ -74,3 +74,49 @@ def collate(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tens
         ids[row, :len(sequence)] = torch.tensor(sequence, dtype=torch.long)
         mask[row, :len(sequence)] = 1
     return ids, mask
+
+
+def shared_prefix_groups(sequences: Sequence[Sequence[int]], max_group: int, min_shared: int
+                         ) -> tuple[list[tuple[int, list[int]]], list[int]]:
+    """Split sequences into groups that start with the same tokens, for ``ValueModel.forward_shared_prefix``.
+
+    Returns (groups, rest): each group is (prefix length, indices) with at least 2 and at most ``max_group``
+    members sharing their first ``prefix length`` (>= ``min_shared``) tokens, every member at least one token
+    longer than that; ``rest`` are the indices that share too little with any neighbour. Sorting the
+    sequences puts the ones with long common prefixes side by side (siblings share their parent's path, nodes
+    of one task the system and task turns); a group's common prefix is the smallest common prefix of its
+    neighbours.
+    """
+    order = sorted(range(len(sequences)), key=lambda i: list(sequences[i]))
+    groups: list[tuple[int, list[int]]] = []
+    rest: list[int] = []
+
+    def close(members: list[int], shared: int) -> None:
+        shared = min(shared, min(len(sequences[i]) for i in members) - 1)
+        if len(members) >= 2 and shared >= min_shared:
+            groups.append((shared, members))
+        else:
+            rest.extend(members)
+
+    members: list[int] = []
+    shared = 0
+    for index in order:
+        if members:
+            common = _common_prefix(sequences[members[-1]], sequences[index])
+            if len(members) < max_group and min(shared, common) >= min_shared:
+                members.append(index)
+                shared = min(shared, common)
+                continue
+            close(members, shared)
+        members, shared = [index], len(sequences[index])
+    if members:
+        close(members, shared)
+    return groups, rest
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

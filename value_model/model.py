@@ -159,6 +159,32 @@ class ValueModel(nn.Module):
         out = self.decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         return self.head(mean_pool(out.last_hidden_state, attention_mask))
 
+    def forward_shared_prefix(self, prefix: torch.Tensor, suffixes: torch.Tensor, suffix_mask: torch.Tensor
+                              ) -> torch.Tensor:
+        """Values of B paths that all start with the same ``prefix`` tokens [L], each followed by its own
+        suffix (``suffixes`` [B, S], right-padded; ``suffix_mask`` [B, S], every row with at least one token).
+
+        The same numbers as ``forward`` on the whole paths, for a fraction of the work: the prefix runs once and
+        its keys and values serve every suffix (causal attention: a prefix token's states do not depend on
+        what follows), and the mean pool adds the prefix's summed hidden states to each suffix's. Sibling
+        nodes share their parent's whole path, and every node of a task shares the system and task turns.
+        """
+        batch = suffixes.shape[0]
+        length = prefix.shape[-1]
+        head = self.decoder(input_ids=prefix.view(1, -1), attention_mask=torch.ones_like(prefix.view(1, -1)),
+                            use_cache=True)
+        prefix_sum = head.last_hidden_state.to(torch.float32).sum(dim=1)  # [1, H]
+        cache = head.past_key_values
+        cache.batch_repeat_interleave(batch)
+        positions = torch.arange(length, length + suffixes.shape[1], device=suffixes.device)
+        mask = torch.cat([torch.ones((batch, length), dtype=suffix_mask.dtype, device=suffix_mask.device),
+                          suffix_mask], dim=1)
+        out = self.decoder(input_ids=suffixes, attention_mask=mask, past_key_values=cache, use_cache=True,
+                           cache_position=positions, position_ids=positions.unsqueeze(0).expand(batch, -1))
+        weights = suffix_mask.to(torch.float32).unsqueeze(-1)
+        summed = prefix_sum + (out.last_hidden_state.to(torch.float32) * weights).sum(dim=1)
+        return self.head(summed / (length + weights.sum(dim=1)))
+
     # ---------------------------------------------------------------- building
 
     @classmethod

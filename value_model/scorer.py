@@ -26,7 +26,7 @@ from typing import Sequence
 import torch
 
 from jupiter.prompts import Message
-from value_model.data import collate, sorted_batches
+from value_model.data import collate, shared_prefix_groups, sorted_batches
 from value_model.model import ValueModel, load_tokenizer, pick_device
 from value_model.truncate import path_key, prepare_path
 
@@ -47,7 +47,8 @@ class ValueScorer:
     """A trained value model ready to score paths. Thread-safe (one model call at a time)."""
 
     def __init__(self, model_dir: str | Path, device: str | None = None, batch_size: int = 8,
-                 cache_size: int = 100_000, backbone: str | None = None, sort_by_length: bool = True) -> None:
+                 cache_size: int = 100_000, backbone: str | None = None, sort_by_length: bool = True,
+                 share_prefix: bool = True, min_shared_tokens: int = 32) -> None:
         if batch_size <= 0:
             raise ValueError(f"ValueScorer.batch_size: must be > 0, got {batch_size!r}")
         if cache_size < 0:
@@ -61,6 +62,8 @@ class ValueScorer:
         self.pad_id = int(self.tokenizer.pad_token_id)
         self.batch_size = batch_size
         self.sort_by_length = sort_by_length
+        self.share_prefix = share_prefix
+        self.min_shared_tokens = max(1, min_shared_tokens)
         self._cache_size = cache_size
         self._cache: OrderedDict[str, float] = OrderedDict()
         self._hits = 0
@@ -108,21 +111,39 @@ class ValueScorer:
     def score_token_ids(self, sequences: Sequence[Sequence[int]]) -> list[float]:
         """Score already-encoded paths (no cache), in input order: values in [-1, 1], or NaN where the model's
         output is not a finite number (``clamp`` would keep NaN but turn an infinity into ±1: never a number
-        the search would trust)."""
-        lengths = [len(s) for s in sequences]
-        if self.sort_by_length:
-            batches = sorted_batches(lengths, self.batch_size)
-        else:
-            batches = [list(range(i, min(i + self.batch_size, len(lengths))))
-                       for i in range(0, len(lengths), self.batch_size)]
+        the search would trust).
+
+        Paths that start with the same tokens (``share_prefix``, at least ``min_shared_tokens`` of them) are
+        scored as groups whose common prefix runs once (``ValueModel.forward_shared_prefix``): the K children
+        of a node share its whole path and all nodes of a task the system and task turns, so most of each
+        path's tokens are computed once per group instead of once per path.
+        """
         values = [0.0] * len(sequences)
+        if self.share_prefix:
+            groups, rest = shared_prefix_groups(sequences, self.batch_size, self.min_shared_tokens)
+        else:
+            groups, rest = [], list(range(len(sequences)))
+        for shared, members in groups:
+            prefix = torch.tensor(sequences[members[0]][:shared], dtype=torch.long, device=self.device)
+            suffixes, mask = collate([sequences[i][shared:] for i in members], self.pad_id)
+            out = self.model.forward_shared_prefix(prefix, suffixes.to(self.device), mask.to(self.device))
+            self._keep(values, members, out)
+        lengths = [len(sequences[i]) for i in rest]
+        if self.sort_by_length:
+            batches = [[rest[j] for j in batch] for batch in sorted_batches(lengths, self.batch_size)]
+        else:
+            batches = [rest[i:i + self.batch_size] for i in range(0, len(rest), self.batch_size)]
         for batch in batches:
             input_ids, mask = collate([sequences[i] for i in batch], self.pad_id)
-            out = self.model(input_ids.to(self.device), mask.to(self.device)).float().cpu()
-            out = torch.where(torch.isfinite(out), out.clamp(-1.0, 1.0), torch.full_like(out, float("nan")))
-            for i, v in zip(batch, out.tolist()):
-                values[i] = float(v)
+            self._keep(values, batch, self.model(input_ids.to(self.device), mask.to(self.device)))
         return values
+
+    @staticmethod
+    def _keep(values: list[float], indices: Sequence[int], out: torch.Tensor) -> None:
+        out = out.float().cpu()
+        out = torch.where(torch.isfinite(out), out.clamp(-1.0, 1.0), torch.full_like(out, float("nan")))
+        for i, v in zip(indices, out.tolist()):
+            values[i] = float(v)
 
     def _remember(self, key: str, value: float) -> None:
         if self._cache_size == 0:

@@ -108,7 +108,7 @@ def test_save_then_load_gives_identical_scores(trained, scorer) -> None:
     expected = [0.0] * len(ids)
     for i, v in zip(order, direct):
         expected[i] = v
-    assert scored == expected
+    assert scored == pytest.approx(expected, abs=1e-5)  # the paths share their task prefix: run once, not 4 times
     assert all(-1.0 <= v <= 1.0 for v in scored)
     assert len(set(round(v, 6) for v in scored)) == len(scored)  # distinct paths get distinct values
 
@@ -122,6 +122,41 @@ def test_scores_do_not_depend_on_batching_or_padding(scorer) -> None:
     scorer.batch_size, scorer.sort_by_length = 8, True
     assert values[1] == pytest.approx(values[4], abs=1e-5)
     assert values[1] == pytest.approx(values[3], abs=1e-5)
+
+
+def test_paths_sharing_a_prefix_score_as_whole_paths(scorer) -> None:
+    """The prefix runs once for a group (siblings share their parent's path, nodes of a task its system and task
+    turns): the values are those of whole paths, also past Gemma 3's 512-token sliding window."""
+    generator = torch.Generator().manual_seed(0)
+    base = torch.randint(10, 5000, (700,), generator=generator).tolist()
+
+    def tail(n: int) -> list[int]:
+        return torch.randint(10, 5000, (n,), generator=generator).tolist()
+
+    sequences = [base[:300] + tail(n) for n in (5, 40, 90)] + [base[:600] + tail(n) for n in (30, 120)]
+    sequences += [tail(200), base[:20] + tail(30)]  # one shares nothing, one too little to be worth a group
+    try:
+        scorer.share_prefix = False
+        whole = scorer.score_token_ids(sequences)
+        scorer.share_prefix = True
+        shared = scorer.score_token_ids(sequences)
+    finally:
+        scorer.share_prefix = True
+    assert shared == pytest.approx(whole, abs=1e-5)
+    assert len({round(v, 5) for v in whole}) == len(whole)
+
+
+def test_shared_prefix_groups() -> None:
+    from value_model.data import shared_prefix_groups
+
+    a = [1, 2, 3, 4, 5, 6]
+    sequences = [a + [7], [9, 9, 9, 9], a + [8, 8], a[:4] + [0, 0, 0], a]
+    groups, rest = shared_prefix_groups(sequences, max_group=8, min_shared=3)
+    assert groups == [(4, [3, 4, 0, 2])] and rest == [1]  # every member keeps at least one token of its own
+    groups, rest = shared_prefix_groups(sequences, max_group=2, min_shared=3)
+    assert [len(m) for _, m in groups] == [2, 2] and rest == [1]
+    assert shared_prefix_groups(sequences, max_group=8, min_shared=5) == ([(5, [4, 0, 2])], [3, 1])
+    assert shared_prefix_groups([], 8, 3) == ([], [])
 
 
 def test_cache_and_input_order(scorer) -> None:
