@@ -44,3 +44,13 @@ def test_ray_scaling_runs_on_tiny_settings() -> None:
     result = _run("ray_scaling.py", "--trees", "4", "--iterations", "2", "--trees-per-worker", "1")
     assert result["one_worker"]["nodes"] == result["two_workers"]["nodes"] > 0
     assert result["speedup"] > 0 and result["wave_bound"] == 2.0
+
+
+@pytest.mark.slow
+def test_value_scoring_compares_whole_paths_with_shared_prefixes() -> None:
+    result = _run("value_scoring.py", "--states", "3", "--batch-sizes", "3", "--siblings", "3", "--max-tokens", "256")
+    rows = {(r["length_sorted"], r["shared_prefix"]): r for r in result["results"]}
+    assert set(rows) == {(True, False), (False, False), (True, True)}
+    shared = rows[True, True]
+    assert shared["max_abs_diff_vs_whole"] < 1e-4 and shared["speedup_vs_whole"] > 0
+    assert shared["computed_tokens"] < shared["real_tokens"] == rows[True, False]["computed_tokens"]
