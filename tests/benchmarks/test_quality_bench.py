@@ -311,14 +311,17 @@ def test_script_with_the_value_model_arm_and_two_seeds(tmp_path: Path, dabench_d
     # the probe scores the trained model on the held-out half's states and on its own training samples
     model = tmp_path / "work" / "seed-0" / "value" / "model"
     proc = subprocess.run([sys.executable, "-m", "benchmarks.quality.value_probe", "--json", "--model", str(model),
-                           "--questions", "4", "--collect-iterations", "8", "--dabench", str(dabench_dir)],
+                           "--questions", "4", "--collect-iterations", "16", "--dabench", str(dabench_dir)],
                           capture_output=True, text=True, timeout=900, check=False, cwd=SCRIPT.parents[2])
     assert proc.returncode == 0, proc.stderr[-3000:]
     probe = json.loads(proc.stdout)
     assert probe["held_out_question_ids"] and probe["training"]["all"]["samples"] == report["train"]["samples"]
+    trained = probe["training"]["all"]
+    assert trained["mse"] >= 0 and -1 <= trained["spearman"] <= 1 and (trained["auc"] is None or 0 <= trained["auc"] <= 1)
+    # two held-out questions on tiny settings may give no labelled terminal at all: then the block says so
     held = probe["held_out"]["all"]
-    assert held["samples"] >= 2 and held["mse"] >= 0 and -1 <= held["spearman"] <= 1
-    assert held["auc"] is None or 0 <= held["auc"] <= 1
+    assert held["samples"] == probe["held_out"]["terminal"]["samples"] + probe["held_out"]["intermediate"]["samples"]
+    assert held["samples"] < 2 or (held["mse"] >= 0 and -1 <= held["spearman"] <= 1)
 
 
 def test_probe_auc_and_report_blocks() -> None:
