@@ -64,11 +64,11 @@ def lower_priority(nice, own_session=False):
         pass  # no autogroup scheduling here: the process niceness is what counts
 
 
-def apply_limits(rlimits, nice=0, own_session=False):
+def apply_limits(rlimits, nice=0):
     """Set each named limit (None: unlimited), run at niceness ``nice`` at least (``lower_priority``), and
     ignore SIGXFSZ, so that a too-large file is an OSError in the cell rather than the death of the process.
     All survive exec."""
-    lower_priority(nice, own_session)
+    lower_priority(nice)
     for name, value in rlimits.items():
         if value is not None:
             resource.setrlimit(RLIMITS[name], (int(value), int(value)))
