@@ -22,7 +22,8 @@ def test_readme_opens_with_exactly_two_commands_that_work_from_a_plain_shell() -
     assert (ROOT / "scripts" / "install.sh").is_file()
     task = shlex.split(install)[5]
     assert (ROOT / task).is_file(), task
-    assert tests == ".venv/bin/python -m pytest"
+    assert tests == "bash scripts/test.sh"
+    assert (ROOT / "scripts" / "test.sh").is_file()
 
 
 def test_ci_runs_the_readme_install_and_test_command() -> None:
