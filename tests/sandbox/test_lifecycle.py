@@ -156,8 +156,12 @@ def test_self_check_names_the_missing_interpreter_or_kernel(tmp_path):
 AUTOGROUP = Path("/proc/self/autogroup")
 
 
-def _autogroup_nice(text: str) -> int:
-    return int(text.strip().rsplit(" ", 1)[-1])  # "/autogroup-123 nice 7"
+def _autogroup_nice(text: str) -> int | None:
+    """The niceness in "/autogroup-123 nice 7", or None where the file reads empty: the kernel prints nothing for
+    a process in a CPU cgroup other than the root one (CI runners, containers), which is not scheduled by
+    autogroup at all, so only its process niceness counts there."""
+    text = text.strip()
+    return int(text.rsplit(" ", 1)[-1]) if text else None
 
 
 def test_nice_lowers_the_cells_priority_as_processes_and_as_a_session():
@@ -170,7 +174,7 @@ def test_nice_lowers_the_cells_priority_as_processes_and_as_a_session():
         out = child.run("import os, pathlib\np = pathlib.Path('/proc/self/autogroup')\n"
                         "print(os.nice(0), p.read_text().strip() if p.exists() else '-')").stdout.split(" ", 1)
     assert int(out[0]) >= 7
-    if AUTOGROUP.exists():
+    if AUTOGROUP.exists() and _autogroup_nice(out[1]) is not None:
         assert _autogroup_nice(out[1]) == 7
         assert AUTOGROUP.read_text() == ours  # the test's own session is untouched
 
@@ -187,4 +191,4 @@ def test_lowering_priority_never_touches_the_callers_session():
     assert int(shared[0]) >= 5 and int(own[0]) >= 5
     if AUTOGROUP.exists():
         assert _autogroup_nice(shared[1]) == _autogroup_nice(AUTOGROUP.read_text())
-        assert _autogroup_nice(own[1]) == 5
+        assert _autogroup_nice(own[1]) in (5, None)  # None: in a CPU cgroup, no autogroup applies
