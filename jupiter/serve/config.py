@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
+
+from jupiter.hosts import is_loopback
 
 __all__ = ["ServeConfig", "ServeConfigError", "is_loopback"]
 
 
 class ServeConfigError(ValueError):
     """A server setting is unusable; the message names the setting."""
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and ``localhost`` (a name that resolves elsewhere is not trusted)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)
