@@ -321,3 +321,22 @@ def test_the_trees_sandboxes_run_at_the_servers_niceness(tmp_path, driver):
     level = Scheduler.for_server(ServeConfig(db=tmp_path / "jobs.sqlite", nice=0), JobStore(config.db), EventHub(),
                                  policy=None, value=None)
     assert level.sandbox_config.nice == 0
+
+
+def test_the_server_hands_the_gil_to_its_event_loop_sooner_while_it_serves(tmp_path):
+    """The event loop shares the GIL with the tree threads: at Python's 5 ms switch interval a submit could
+    wait a whole interval at each hand-over. The server shortens it while it serves and gives it back after."""
+    import sys
+
+    from fastapi.testclient import TestClient
+
+    from jupiter.serve.app import SWITCH_INTERVAL_S, create_app
+    from serve_helpers import TITANIC_REPLAY
+
+    before = sys.getswitchinterval()
+    assert SWITCH_INTERVAL_S < before
+    config = ServeConfig(llm=f"replay:{TITANIC_REPLAY}", db=tmp_path / "jobs.sqlite", max_trees=1)
+    with TestClient(create_app(config)) as client:
+        assert client.get("/healthz").status_code == 200
+        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)
+    assert sys.getswitchinterval() == before
