@@ -36,7 +36,7 @@ from search.puct import backup, select
 from search.result import SearchResult, SearchStats, result_from_tree
 from search.tree import MODEL_FAILURES, Node, NodeStatus, TerminalReason, Tree
 
-__all__ = ["DriverStep", "TreeUpdate", "solve_many", "run_search"]
+__all__ = ["DriverStep", "TreeUpdate", "solve_many", "run_search", "tie_break_key"]
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +70,21 @@ class _Request:
     n: int
 
 
+def tie_break_key(seed: int, task: Task) -> str:
+    """The key of a tree's tie-breaking RNG: the seed and the task's own id, not the tree's position, so reruns
+    that skip finished tasks break ties the same way. A task renamed for bookkeeping keeps its own id in
+    ``metadata["task_id"]`` (the service names each job's task after the job): one task with one seed then
+    grows the same tree in a batch run and in every job of the service."""
+    return f"{seed}:{task.metadata.get('task_id', task.id)}"
+
+
 class _TreeRun:
     """The driver's bookkeeping for one tree (private; lives only inside ``solve_many``)."""
 
     def __init__(self, task: Task, seed: int) -> None:
         self.task = task
         self.tree = Tree(task)
-        self.rng = random.Random(f"{seed}:{task.id}")  # per task, not per position: reruns that skip finished
-        # tasks break ties the same way
+        self.rng = random.Random(tie_break_key(seed, task))
         self.stats = SearchStats()
         self.started = time.perf_counter()
         self.sandbox: Any = None

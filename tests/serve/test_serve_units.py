@@ -340,3 +340,41 @@ def test_the_server_hands_the_gil_to_its_event_loop_sooner_while_it_serves(tmp_p
         assert client.get("/healthz").status_code == 200
         assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)
     assert sys.getswitchinterval() == before
+
+
+def test_jobs_of_one_task_and_seed_grow_the_same_tree(tmp_path):
+    """The service names each job's task after the job; the tree's tie-breaks follow the task's own id and the
+    seed, so resubmitting a task with its seed reproduces its tree (before, each job id broke ties its own way:
+    3 of 8 identical jobs found another answer)."""
+    from fastapi.testclient import TestClient
+
+    from jupiter.serve.app import create_app
+    from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK
+
+    def signature(client: TestClient, job_id: str) -> list[tuple]:
+        nodes = client.get(f"/v1/tasks/{job_id}/tree.json").json()
+        return [(n["tag"], n["code"], n["final_answer"], n["visit_count"]) for n in nodes]
+
+    config = ServeConfig(llm=f"replay:{TITANIC_REPLAY}", db=tmp_path / "jobs.sqlite", max_trees=4)
+    with TestClient(create_app(config)) as client:
+        ids = []
+        for _ in range(4):
+            parts = [("task", (None, TITANIC_TASK.read_text())),
+                     ("files", (TITANIC_DATA.name, TITANIC_DATA.read_bytes())),
+                     ("settings", (None, json.dumps({"iterations": 8, "expansions": 2, "seed": 3})))]
+            response = client.post("/v1/tasks", files=parts)
+            assert response.status_code == 202, response.text
+            ids.append(response.json()["id"])
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            jobs = [client.get(f"/v1/tasks/{job_id}").json() for job_id in ids]
+            if all(job["status"] == "done" for job in jobs):
+                break
+            assert not any(job["status"] == "failed" for job in jobs), jobs
+            time.sleep(0.3)
+        else:
+            raise AssertionError(f"the jobs did not finish: {[job['status'] for job in jobs]}")
+        trees = [signature(client, job_id) for job_id in ids]
+    assert len(trees[0]) > 8
+    assert all(tree == trees[0] for tree in trees[1:])
+    assert len({job["result"]["answer"] for job in jobs}) == 1
