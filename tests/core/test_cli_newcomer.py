@@ -200,9 +200,11 @@ def test_a_rerun_over_an_interrupted_run_starts_over_and_keeps_its_files(tmp_pat
 def test_ctrl_c_in_bench_keeps_finished_tasks_only_and_says_a_rerun_resumes(tmp_path, dabench_dir):
     if not (dabench_dir / "da-dev-questions.jsonl").is_file():
         pytest.skip(f"DABench data not found under {dabench_dir}")
-    script = tmp_path / "replay.json"  # the first question is answered at once, the second never ends
+    # the first question is answered at once; the second reaches its depth limit only after 11 one-second cells
+    # (at 0.3 s a loaded machine let it finish before the Ctrl-C came)
+    script = tmp_path / "replay.json"
     script.write_text(json.dumps({"rules": [{"match": "mean fare", "replies": [FINAL]}],
-                                  "default": [step(0.3)]}))
+                                  "default": [step(1.0)]}))
     out = tmp_path / "bench"
     run = Running("bench", "dabench", "--data", str(dabench_dir), "--llm", f"replay:{script}", "--limit", "2",
                   "--iterations", "100", "--expansions", "1", "--concurrency", "1", "--no-trees", "--out", str(out))
