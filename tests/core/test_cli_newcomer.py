@@ -59,12 +59,18 @@ def jupiter(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+def _as_in_a_terminal() -> None:
+    """Give the child the Ctrl-C of a command typed at a terminal. A test run started in the background by a
+    non-interactive shell inherits SIGINT ignored, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 class Running:
     """A ``jupiter`` subprocess whose stderr (the progress bar) is read as it comes."""
 
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "jupiter.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, preexec_fn=_as_in_a_terminal)
         self.err = b""
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
