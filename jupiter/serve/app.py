@@ -57,7 +57,7 @@ _KEEPALIVE_S = 15.0
 #: How long a thread may hold the GIL before another that waits gets it (Python's default: 5 ms). The event
 #: loop shares the GIL with the tree threads and the submit workers; at 5 ms each hand-over to the loop can wait
 #: a whole interval. Measured on a burst of 200 submits from 20 clients (2 cores, docs/benchmarks.md): the
-#: server's share of a submit went from p50/p99 53/118 ms to 29/75 ms, and the burst from 0.99 s to 0.66 s.
+#: server's share of a submit had a p99 of 111 ms on average over 3 runs at 5 ms, and 83 ms over 5 runs at 1 ms.
 SWITCH_INTERVAL_S = 0.001
 
 
