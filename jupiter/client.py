@@ -61,7 +61,7 @@ DATA_FILE_TYPES = {
     ".html": "text/html", ".xls": "application/vnd.ms-excel",
     ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
     ".parquet": "application/vnd.apache.parquet", ".feather": "application/vnd.apache.arrow.file",
-    ".zip": "application/zip", ".gz": "application/gzip", ".npy": "application/octet-stream",
+    ".zip": "application/zip", ".gz": "application/gzip",
     ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".pdf": "application/pdf",
 }
 
