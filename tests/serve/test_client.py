@@ -7,15 +7,19 @@ group). The load benchmark script runs on tiny settings and must print its keys.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
 import nbformat
 import pytest
 
-from benchmarks.perf.serve_load import EXAMPLE_DATA, EXAMPLE_TASK, ServerProcess, free_port, start_server
+from benchmarks.perf.serve_load import (EXAMPLE_DATA, EXAMPLE_TASK, MemorySampler, ServerProcess, free_port,
+                                        start_server)
 from jupiter.client import Client, ClientError, Event, JobStatus, ServerUnreachable, WaitTimeout, parse_sse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -260,9 +264,33 @@ def test_serve_load_script_prints_its_keys() -> None:
     assert load["server_submit_ms"]["n"] == 6 and load["server_status_ms"]["n"] == load["status_ms"]["n"]
     assert load["server_submit_ms"]["p50"] <= load["submit_ms"]["p50"]
     assert result["driver"] == "thread"
-    assert result["batch"]["done"] == 6 and result["served_over_batch"] > 0
+    # the batch's memory is sampled as the server's is, and both report what the sampling cost
+    batch = result["batch"]
+    assert batch["done"] == 6 and batch["peak_rss_mb"] > 0 and batch["peak_pss_mb"] > 0
+    assert load["memory_sampler_cpu_s"] >= 0 and batch["memory_sampler_cpu_s"] >= 0
+    assert result["served_over_batch"] > 0
     assert set(result["targets"]) >= {"all_done", "submit_p99_lt_100ms", "status_p99_lt_100ms",
                                       "throughput_ge_0_8x_batch"}
+
+
+def test_memory_sampler_counts_the_descendants_of_the_process_it_watches() -> None:
+    """A shell whose grandchild holds 80 MB: the sampled peak of the shell's tree includes them."""
+    holder = ("import time; block = bytearray(80 * 2**20); block[::4096] = b'x' * len(block[::4096]); "
+              "print('ready', flush=True); time.sleep(60)")
+    shell = subprocess.Popen(["bash", "-c", f'{sys.executable} -c "{holder}"; true'], stdout=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    try:
+        assert shell.stdout is not None and shell.stdout.readline().strip() == "ready"
+        sampler = MemorySampler(lambda: shell.pid, rss_every=0.05, pss_every=0.05)
+        sampler.start()
+        time.sleep(0.5)
+        memory = sampler.stop()
+        assert not sampler.is_alive()
+    finally:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait(timeout=10)
+    assert memory["peak_rss_mb"] >= 80 and memory["peak_pss_mb"] >= 80
+    assert memory["memory_sampler_cpu_s"] >= 0
 
 
 @pytest.mark.slow
