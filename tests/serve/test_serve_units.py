@@ -378,3 +378,47 @@ def test_jobs_of_one_task_and_seed_grow_the_same_tree(tmp_path):
     assert len(trees[0]) > 8
     assert all(tree == trees[0] for tree in trees[1:])
     assert len({job["result"]["answer"] for job in jobs}) == 1
+
+
+def test_submits_that_arrive_together_are_registered_one_at_a_time_on_one_thread(tmp_path, monkeypatch):
+    """Registration (job folder, task check, row, queue) is GIL-bound: the server runs it on one thread of its
+    own, so concurrent submits do not take GIL turns from the event loop."""
+    from fastapi.testclient import TestClient
+
+    import jupiter.serve.app as app_module
+    from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK
+
+    spans: list[tuple[float, float, str]] = []
+    register = app_module._register_job
+
+    def slow_register(*args, **kwargs):
+        started = time.monotonic()
+        time.sleep(0.05)  # long enough that registrations on several threads would overlap
+        try:
+            return register(*args, **kwargs)
+        finally:
+            spans.append((started, time.monotonic(), threading.current_thread().name))
+
+    monkeypatch.setattr(app_module, "_register_job", slow_register)
+    config = ServeConfig(llm=f"replay:{TITANIC_REPLAY}", db=tmp_path / "jobs.sqlite", max_trees=1)
+    accepted: list[str] = []
+    with TestClient(app_module.create_app(config)) as client:
+        def submit() -> None:
+            parts = [("task", (None, TITANIC_TASK.read_text())),
+                     ("files", (TITANIC_DATA.name, TITANIC_DATA.read_bytes())),
+                     ("settings", (None, json.dumps({"iterations": 1, "expansions": 1})))]
+            response = client.post("/v1/tasks", files=parts)
+            assert response.status_code == 202, response.text
+            accepted.append(response.json()["id"])
+
+        threads = [threading.Thread(target=submit) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        listed = client.get("/v1/tasks", params={"limit": 10}).json()["tasks"]
+    assert len(accepted) == 6 and len(spans) == 6
+    assert {name for _, _, name in spans} == {"serve-register_0"}
+    spans.sort()
+    assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:])), spans
+    assert len({job["id"] for job in listed}) == 6
