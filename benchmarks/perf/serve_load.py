@@ -90,7 +90,7 @@ class MemorySampler(threading.Thread):
 
     Why these rates, and why the batch is sampled too: the sampler walks every process of the tree, and a
     PSS pass makes the kernel walk each one's page tables. At 0.1 s / 2 s, with 16 trees running, it used
-    0.25-0.46 CPU-seconds per tree, 10-18 % of the two cores' work per tree, and it ran in the served run
+    0.25-0.46 CPU-seconds per tree, 10-13 % of all the CPU a served tree used, and it ran in the served run
     only, so it slowed the served search and not the batch it was compared with (measured 2026-11-24). It
     now runs at the same rates in both runs, and ``cpu_s`` (its own thread's CPU time) is in the report.
     """
