@@ -42,7 +42,8 @@ import requests
 from jupiter.client import Client, ClientError, JobStatus, ServerUnreachable
 from jupiter.serve.timing import server_ms
 
-__all__ = ["ServerProcess", "start_server", "free_port", "EXAMPLE_TASK", "EXAMPLE_REPLAY", "main"]
+__all__ = ["ServerProcess", "start_server", "free_port", "MemorySampler", "tree_rss_bytes", "tree_pss_bytes",
+           "EXAMPLE_TASK", "EXAMPLE_REPLAY", "main"]
 
 log = logging.getLogger("serve_load")
 
@@ -92,7 +93,8 @@ class MemorySampler(threading.Thread):
     PSS pass makes the kernel walk each one's page tables. At 0.1 s / 2 s, with 16 trees running, it used
     0.25-0.46 CPU-seconds per tree, 10-13 % of all the CPU a served tree used, and it ran in the served run
     only, so it slowed the served search and not the batch it was compared with (measured 2026-11-24). It
-    now runs at the same rates in both runs, and ``cpu_s`` (its own thread's CPU time) is in the report.
+    now runs at the same rates in both runs, and its own thread's CPU time is in the report
+    (``memory_sampler_cpu_s``).
     """
 
     def __init__(self, pid_ref: Callable[[], int], rss_every: float = 0.5, pss_every: float = 5.0) -> None:
