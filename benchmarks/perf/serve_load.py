@@ -62,26 +62,24 @@ def _process_tree(pid: int) -> list[psutil.Process]:
         return []
 
 
+def _rss(proc: psutil.Process) -> int:
+    try:
+        return int(proc.memory_info().rss)
+    except psutil.Error:  # gone meanwhile
+        return 0
+
+
 def tree_rss_bytes(pid: int) -> int:
     """Resident memory of process ``pid`` and all its descendants (0 once it is gone)."""
-    total = 0
-    for proc in _process_tree(pid):
-        try:
-            total += proc.memory_info().rss
-        except psutil.Error:
-            continue
-    return total
+    return sum(_rss(proc) for proc in _process_tree(pid))
 
 
 def tree_pss_bytes(pid: int) -> int:
-    """Proportional set size of process ``pid`` and its descendants (shared pages split between sharers)."""
-    total = 0
-    for proc in _process_tree(pid):
-        try:
-            total += getattr(proc.memory_full_info(), "pss", 0)
-        except psutil.Error:
-            continue
-    return total
+    """Proportional set size of process ``pid`` and its descendants (shared pages split between sharers), read
+    the way the sandbox reads its own (``sandbox.runtime.pss_bytes``: smaps_rollup, 0 for a process gone)."""
+    from sandbox.runtime import pss_bytes
+
+    return sum(pss_bytes(proc.pid) for proc in _process_tree(pid))
 
 
 class MemorySampler(threading.Thread):
@@ -154,14 +152,6 @@ class ServerProcess:
             return self.log_path.read_text(encoding="utf-8", errors="replace")[-chars:]
         except OSError:
             return ""
-
-    def rss_bytes(self) -> int:
-        """Resident memory of the server and all its descendants (0 once it is gone)."""
-        return tree_rss_bytes(self.proc.pid)
-
-    def pss_bytes(self) -> int:
-        """Proportional set size of the server and its descendants (shared pages split between sharers)."""
-        return tree_pss_bytes(self.proc.pid)
 
     def kill(self) -> None:
         """SIGKILL to the whole process group: the crash the restart test simulates."""
