@@ -95,10 +95,11 @@ class ServerState:
     def paths(self, job_id: str) -> JobPaths:
         return job_paths(self.config.data_root, job_id)  # type: ignore[arg-type]
 
-    def spec_for(self, job_id: str, settings: dict[str, Any]) -> JobSpec:
-        """Rebuild a stored job's spec from its folder (used at submit and after a restart)."""
+    def spec_for(self, job_id: str, settings: dict[str, Any], record: dict[str, Any] | None = None) -> JobSpec:
+        """A job's spec from its folder (at submit, with the task ``record`` already parsed; after a restart,
+        read from the folder's task.json)."""
         paths = self.paths(job_id)
-        task = load_job_task(paths)
+        task = load_job_task(paths, record)
         config = search_config(settings, self.config.profile, self.config.max_trees, self.config.cell_timeout)
         if config.mode.value == "collect" and task.label is None:
             raise SubmissionError("settings.mode: collect scores answers against the task's label; "
@@ -383,7 +384,7 @@ async def _submit(request: Request, server: ServerState) -> JSONResponse:
     config = server.config
     # Refuse before reading the body when the queue was full at the last look; the count that decides is taken
     # again where the job is inserted (one thread hop per submit, not two: each costs the event loop time).
-    if server.queued_hint >= config.max_queue and _queue_full(server, await asyncio.to_thread(server.store.counts)):
+    if server.queued_hint >= config.max_queue and _queue_full(server, await asyncio.to_thread(server.store.count, JobStatus.QUEUED)):
         raise _queue_full_error(config)
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
@@ -447,7 +448,7 @@ async def _accept(form: Any, server: ServerState) -> JSONResponse:
         raise SubmissionError(f"upload too large: files total {total} bytes; the limit is "
                               f"{config.max_upload_mb:g} MB", status=413)
     try:
-        json.loads(task_text)
+        record = json.loads(task_text)
     except json.JSONDecodeError as exc:
         raise SubmissionError(f"task: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     job_id = uuid.uuid4().hex
@@ -455,19 +456,19 @@ async def _accept(form: Any, server: ServerState) -> JSONResponse:
     # threads also take after every step): off the event loop, so other requests are not held up behind them, on
     # the server's registration thread (REGISTER_THREADS says why one).
     await asyncio.get_running_loop().run_in_executor(
-        server.registrar, functools.partial(_register_job, server, job_id, task_text, uploads, names, settings))
+        server.registrar, functools.partial(_register_job, server, job_id, task_text, record, uploads, names, settings))
     return JSONResponse({"id": job_id, "status": JobStatus.QUEUED.value}, status_code=202)
 
 
-def _register_job(server: ServerState, job_id: str, task_text: str, uploads: list[Any], names: list[str],
-                  settings: dict[str, Any]) -> None:
+def _register_job(server: ServerState, job_id: str, task_text: str, record: Any, uploads: list[Any],
+                  names: list[str], settings: dict[str, Any]) -> None:
     """Write the job's folder, check its task, insert its row and queue it (a failure leaves no folder)."""
-    if _queue_full(server, server.store.counts()):
+    if _queue_full(server, server.store.count(JobStatus.QUEUED)):
         raise _queue_full_error(server.config)
     paths = server.paths(job_id)
     try:
         _write_job(paths, task_text, uploads, names)
-        spec = server.spec_for(job_id, settings)
+        spec = server.spec_for(job_id, settings, record)
     except BaseException:
         shutil.rmtree(paths.root, ignore_errors=True)
         raise
@@ -475,8 +476,8 @@ def _register_job(server: ServerState, job_id: str, task_text: str, uploads: lis
     server.scheduler.submit(spec)
 
 
-def _queue_full(server: ServerState, counts: dict[JobStatus, int]) -> bool:
-    server.queued_hint = counts[JobStatus.QUEUED]
+def _queue_full(server: ServerState, queued: int) -> bool:
+    server.queued_hint = queued
     return server.queued_hint >= server.config.max_queue
 
 

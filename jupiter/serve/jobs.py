@@ -7,14 +7,14 @@ HTTP status the API answers with. Nothing here touches the database or the drive
 from __future__ import annotations
 
 import functools
-
 import json
+import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from jupiter.task import Task, TaskError, load_task_file
+from jupiter.task import Task, TaskError, task_from_record
 
 __all__ = ["SubmissionError", "JobSpec", "SETTINGS", "parse_settings", "check_file_name", "load_job_task",
            "search_config", "JOB_ID_PATTERN", "job_paths", "JobPaths", "as_job_task", "effective_settings"]
@@ -193,31 +193,54 @@ def check_file_name(name: str | None) -> str:
     return name
 
 
-def load_job_task(paths: JobPaths) -> Task:
-    """Read the job's task.json with its data files resolved in the job's ``files/`` folder only; uploaded files
-    the task does not name are added after its own.
+def load_job_task(paths: JobPaths, record: Mapping[str, Any] | None = None) -> Task:
+    """The job's task with its data files resolved in the job's ``files/`` folder only; uploaded files the task
+    does not name are added after its own. ``record`` is the task JSON already parsed (a submit has it);
+    without it ``task.json`` is read (a restart).
 
     Any data file the task names that is not in ``files/`` (not uploaded, or a path pointing elsewhere on the
     server) is refused, listed by name: a job can never read another job's files or the server's.
+
+    Why no path is resolved per file here: this runs once per submit on the server's one registration thread,
+    and resolving (an ``lstat`` per path component) was half of a submit's CPU time. ``files/`` is resolved
+    once; its regular files, listed once, are the only ones a task may name (a link there, which only someone
+    with the server's rights could make, counts as not uploaded).
     """
+    if record is None:
+        record = _read_task_json(paths.task)
     try:
-        task = load_task_file(paths.task, data_dir=paths.files, check_files=False)
+        task = task_from_record(record, [paths.files], where="task")
     except TaskError as exc:
-        message = str(exc).replace(str(paths.task), "task")
+        message = str(exc)
         raise SubmissionError(message if message.startswith("task") else f"task: {message}") from None
-    files_dir = paths.files.resolve()
+    files_dir = os.path.realpath(paths.files)
+    uploaded = {entry.name for entry in os.scandir(files_dir) if entry.is_file(follow_symlinks=False)}
     missing: list[str] = []
-    for path in task.files:
-        resolved = Path(path).resolve()
-        if resolved.parent != files_dir or not resolved.is_file():
-            missing.append(Path(path).name)
+    own: list[str] = []
+    for named in map(str, task.files):
+        # named by an absolute or unusual path: decided on its real path
+        path = named if os.path.dirname(named) == files_dir else os.path.realpath(named)
+        if os.path.dirname(path) == files_dir and os.path.basename(path) in uploaded:
+            own.append(os.path.basename(path))
+        else:
+            missing.append(os.path.basename(named))
     if missing:
         raise SubmissionError(f"task: data file(s) not uploaded: {', '.join(missing)} "
                               f"(send each as a 'files' field)")
-    named = {Path(p).resolve() for p in task.files}
-    extra = sorted(p.resolve() for p in paths.files.iterdir() if p.is_file() and p.resolve() not in named)
     # files uploaded with the job but not named by the task are the user's data too: the notebook sees them
-    return replace(task, files=tuple(task.files) + tuple(extra)) if extra else task
+    names = own + sorted(uploaded - set(own))
+    return replace(task, files=tuple(Path(files_dir) / name for name in names))
+
+
+def _read_task_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SubmissionError("task: the job's task.json is gone") from None
+    except json.JSONDecodeError as exc:
+        raise SubmissionError(f"task: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except UnicodeDecodeError:
+        raise SubmissionError("task: not a UTF-8 text file") from None
 
 
 def as_job_task(task: Task, job_id: str) -> Task:

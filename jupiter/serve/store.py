@@ -130,15 +130,17 @@ class JobStore:
             return cursor.rowcount
 
     def insert(self, job_id: str, task_id: str, question: str, settings: dict[str, Any]) -> JobRecord:
-        """A new queued job."""
+        """A new queued job (the record is built from what was written, not read back: one statement a submit)."""
+        created = time.time()
+        settings_json = json.dumps(settings)
         self._write(
             "INSERT INTO jobs (id, status, task_id, question, created, settings, progress) VALUES (?,?,?,?,?,?,?)",
-            (job_id, JobStatus.QUEUED.value, task_id, question, time.time(), json.dumps(settings),
+            (job_id, JobStatus.QUEUED.value, task_id, question, created, settings_json,
              json.dumps(_EMPTY_PROGRESS)),
         )
-        record = self.get(job_id)
-        assert record is not None
-        return record
+        return JobRecord(id=job_id, status=JobStatus.QUEUED, task_id=task_id, question=question, created=created,
+                         started=None, finished=None, settings=json.loads(settings_json),
+                         progress=dict(_EMPTY_PROGRESS), result=None, error=None)
 
     def mark_running(self, job_id: str) -> bool:
         """queued → running (False when the job is no longer queued, e.g. cancelled meanwhile)."""
@@ -226,6 +228,12 @@ class JobStore:
         for row in rows:
             out[JobStatus(row["status"])] = int(row["n"])
         return out
+
+    def count(self, status: JobStatus) -> int:
+        """How many jobs have ``status`` (read from the status index: cheap however many jobs are kept, unlike
+        ``counts``, which reads them all; every submit asks it for the queue's length)."""
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM jobs WHERE status=?", (status.value,)).fetchone()[0])
 
     def finished_before(self, cutoff: float) -> list[str]:
         """Ids of final jobs that finished before ``cutoff`` (Unix seconds): what garbage collection removes."""

@@ -28,6 +28,8 @@ def test_store_round_trip_requeue_and_gc(tmp_path):
     a = store.insert("a" * 32, "t1", "q1", {"iterations": 3})
     store.insert("b" * 32, "t2", "q2", {})
     assert a.status is JobStatus.QUEUED and a.progress["nodes"] == 0
+    assert a == store.get(a.id), "the record insert returns is the row as stored"
+    assert store.count(JobStatus.QUEUED) == 2 and store.count(JobStatus.RUNNING) == 0
     assert store.mark_running(a.id) and not store.mark_running(a.id)
     store.update_progress(a.id, {"iterations": 1, "nodes": 3, "tokens": 9, "answers": 0}, {"nodes": [{"tag": "0"}]})
     assert store.get(a.id, with_tree=True).tree == {"nodes": [{"tag": "0"}]}
@@ -41,6 +43,7 @@ def test_store_round_trip_requeue_and_gc(tmp_path):
         store.finish(a.id, JobStatus.RUNNING, None, None, None)
     counts = store.counts()
     assert counts[JobStatus.DONE] == 1 and counts[JobStatus.CANCELLED] == 1 and counts[JobStatus.QUEUED] == 0
+    assert all(store.count(status) == n for status, n in counts.items())
     assert [r.id for r in store.list()] == ["b" * 32, a.id], "newest first"
     assert sorted(store.finished_before(time.time() + 1)) == sorted([a.id, "b" * 32])
     assert store.finished_before(time.time() - 60) == []
@@ -90,6 +93,29 @@ def test_job_task_files_must_be_uploaded(tmp_path):
     paths.task.write_text(json.dumps({"id": "x"}))
     with pytest.raises(SubmissionError, match="question"):
         load_job_task(paths)
+    paths.task.write_text("{")
+    with pytest.raises(SubmissionError, match="task: not valid JSON"):
+        load_job_task(paths)
+
+
+def test_job_task_from_the_submitted_record_and_what_counts_as_uploaded(tmp_path):
+    """A submit hands the parsed task over (task.json is not read back); a task may name its files by the job
+    folder's absolute path too, but never a link placed in files/ nor a file beside it."""
+    paths = job_paths(tmp_path, "d" * 32)
+    paths.files.mkdir(parents=True)
+    (paths.files / "data.csv").write_text("a\n1\n")
+    record = dict(SIMPLE_TASK, files=["data.csv"])
+    task = load_job_task(paths, record)  # no task.json written at all
+    assert task.files == ((paths.files / "data.csv").resolve(),) and task.question == SIMPLE_TASK["question"]
+    absolute = load_job_task(paths, dict(SIMPLE_TASK, files=[str(paths.files / "data.csv")]))
+    assert absolute.files == task.files
+    (tmp_path / "secret.csv").write_text("s\n")
+    (paths.files / "link.csv").symlink_to(tmp_path / "secret.csv")
+    (paths.root / "beside.csv").write_text("b\n")
+    for name in ("link.csv", "beside.csv", str(paths.files / ".." / "beside.csv"), str(tmp_path / "secret.csv")):
+        with pytest.raises(SubmissionError, match="not uploaded"):
+            load_job_task(paths, dict(SIMPLE_TASK, files=["data.csv", name]))
+    assert load_job_task(paths, record).files == task.files, "a link in files/ is not an extra upload either"
 
 
 def test_config_needs_a_token_off_loopback(tmp_path):
