@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import json
 import logging
 import math
@@ -47,7 +48,7 @@ from jupiter.serve.scheduler import Scheduler
 from jupiter.serve.store import JobRecord, JobStatus, JobStore
 from jupiter.serve.timing import ServerTiming
 
-__all__ = ["create_app", "ServerState", "load_value"]
+__all__ = ["create_app", "ServerState", "load_value", "warm_up"]
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +180,17 @@ def load_value(path: Path) -> Any:
     return loader(path) if callable(loader) else ValueScorer(path)
 
 
+def warm_up(config: ServeConfig, trees_here: bool) -> None:
+    """Do before serving what the first submit and the first tree would otherwise do while requests wait: import
+    the search (a first submit resolves its settings with it: 40 ms on the event loop) and, when the trees run
+    in this process, what a tree imports (``scheduler.preload``), and memoise the default job settings."""
+    search_config({}, config.profile, config.max_trees, config.cell_timeout)
+    if trees_here:
+        from jupiter.serve.scheduler import preload
+
+        preload()
+
+
 def _connect_ray(address: str) -> None:
     """Join the Ray cluster once for the server's life (``solve_tasks_ray`` then reuses the connection instead
     of starting and stopping Ray for every batch)."""
@@ -209,16 +221,22 @@ def create_app(config: ServeConfig, policy: Any = None, value: Any = None,
             value = load_value(config.value_model)
         if config.ray_address is not None:
             _connect_ray(config.ray_address)
+        await asyncio.to_thread(warm_up, config, driver is None and local)
         state = ServerState(config, policy, value, driver)
         app.state.server = state
         state.collect_garbage()
         state.resume()
+        # What start-up made lives as long as the server: moved out of the collector's way, a full collection
+        # no longer walks it (a pause on the event loop, growing with every module loaded). Undone at shutdown.
+        gc.collect()
+        gc.freeze()
         gc_task = asyncio.create_task(_gc_loop(state)) if config.gc_days is not None else None
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
             yield
         finally:
+            gc.unfreeze()
             sys.setswitchinterval(switch_interval)
             if gc_task is not None:
                 gc_task.cancel()

@@ -333,9 +333,10 @@ def _child_main(conn: Any, config: ServeConfig) -> None:
         except Exception as exc:
             send(("failed", "value-model", f"{type(exc).__name__}: {exc}"))
             return
-    from jupiter.serve.scheduler import Scheduler
+    from jupiter.serve.scheduler import Scheduler, preload
     from jupiter.serve.store import JobStore
 
+    preload()  # the first trees start without importing the search first
     store = JobStore(config.db)
     scheduler = Scheduler.for_server(config, store, _PipeHub(send), policy, value)
     stop = threading.Event()

@@ -368,6 +368,38 @@ def test_the_server_hands_the_gil_to_its_event_loop_sooner_while_it_serves(tmp_p
     assert sys.getswitchinterval() == before
 
 
+def test_the_server_imports_what_the_first_job_needs_before_it_serves(tmp_path):
+    """Imported on the first submit and the first tree instead, the search and the output writers held the GIL
+    for the first requests of a burst. A fresh interpreter: before start-up none is imported, once the server
+    serves all are, and start-up's objects are frozen out of the collector's way until it stops."""
+    import subprocess
+    import sys
+
+    from serve_helpers import TITANIC_REPLAY
+
+    code = f"""
+import asyncio, gc, json, sys
+from jupiter.serve.app import create_app
+from jupiter.serve.config import ServeConfig
+from jupiter.serve.scheduler import LAZY_MODULES
+before = [m for m in LAZY_MODULES if m in sys.modules]
+app = create_app(ServeConfig(llm="replay:{TITANIC_REPLAY}", db={str(tmp_path / "jobs.sqlite")!r}, max_trees=1))
+async def main():
+    async with app.router.lifespan_context(app):
+        serving = [m for m in LAZY_MODULES if m in sys.modules], gc.get_freeze_count()
+    print(json.dumps({{"before": before, "serving": serving[0], "frozen": serving[1],
+                      "frozen_after": gc.get_freeze_count(), "all": list(LAZY_MODULES)}}))
+asyncio.run(main())
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "nbformat" not in seen["before"] and "search.driver" not in seen["before"]
+    assert seen["serving"] == seen["all"]
+    assert seen["frozen"] > 10_000 and seen["frozen_after"] == 0
+
+
 def test_jobs_of_one_task_and_seed_grow_the_same_tree(tmp_path):
     """The service names each job's task after the job; the tree's tie-breaks follow the task's own id and the
     seed, so resubmitting a task with its seed reproduces its tree (before, each job id broke ties its own way:
