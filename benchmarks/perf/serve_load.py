@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import socket
@@ -43,6 +44,7 @@ from jupiter.client import Client, ClientError, JobStatus, ServerUnreachable
 from jupiter.serve.timing import server_ms
 
 __all__ = ["ServerProcess", "start_server", "free_port", "MemorySampler", "tree_rss_bytes", "tree_pss_bytes",
+           "cpu_probe_ms", "cpu_steal_s", "with_machine",
            "EXAMPLE_TASK", "EXAMPLE_REPLAY", "main"]
 
 log = logging.getLogger("serve_load")
@@ -124,6 +126,44 @@ class MemorySampler(threading.Thread):
         self.join()
         return {"peak_rss_mb": round(self.peak / 2**20, 1), "peak_pss_mb": round(self.peak_pss / 2**20, 1),
                 "memory_sampler_cpu_s": round(self.cpu_s, 2)}
+
+
+# ----------------------------------------------------------------------------------------------- the machine
+def cpu_probe_ms(repeats: int = 3) -> float:
+    """Milliseconds a fixed pure-Python loop takes on one core, the best of ``repeats``.
+
+    Why: this benchmark runs on shared virtual machines whose speed changes by tens of per cent from one hour
+    to the next (the same code's CPU time per submit was 0.6 ms in one burst and 1.0 ms an hour later). Each
+    run reports the probe before and after it, so that two runs' latencies are compared knowing the machine's
+    speed."""
+    best = math.inf
+    for _ in range(repeats):
+        started = time.perf_counter()
+        total = 0
+        for number in range(300_000):
+            total += number * number % 7
+        best = min(best, (time.perf_counter() - started) * 1000)
+    return round(best, 2)
+
+
+def cpu_steal_s() -> float | None:
+    """CPU seconds the hypervisor gave to other machines (``steal`` in /proc/stat, all cores); None where the
+    kernel does not say."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def with_machine(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``run()``'s report with ``machine``: the CPU probe before and after it, and the CPU stolen meanwhile."""
+    before, steal = cpu_probe_ms(), cpu_steal_s()
+    out = run()
+    after, steal_after = cpu_probe_ms(), cpu_steal_s()
+    out["machine"] = {"cpu_probe_ms": [before, after],
+                      "steal_s": None if steal is None or steal_after is None else round(steal_after - steal, 2)}
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ the server
@@ -502,17 +542,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
         workdir = args.workdir or Path(tmp)
         flags = ("--driver", args.driver) + (("--nice", str(args.nice)) if args.nice is not None else ())
-        result: dict[str, Any] = {"driver": args.driver, "nice": args.nice,
-                                  "load": run_load(args.tasks, clients, settings, workdir, args.max_trees, False,
-                                                   args.timeout, args.poll, args.submit_interval, flags)}
+        result: dict[str, Any] = {"driver": args.driver, "nice": args.nice, "load": with_machine(
+            lambda: run_load(args.tasks, clients, settings, workdir, args.max_trees, False, args.timeout,
+                             args.poll, args.submit_interval, flags))}
         if not args.no_batch:
-            result["batch"] = run_batch(args.tasks, settings, args.max_trees)
+            result["batch"] = with_machine(lambda: run_batch(args.tasks, settings, args.max_trees))
             served = result["load"]["trees_per_s"] or 0.0
             result["served_over_batch"] = round(served / result["batch"]["trees_per_s"], 3) \
                 if result["batch"]["trees_per_s"] else None
         if args.kill_restart:
-            result["kill_restart"] = run_load(args.tasks, clients, settings, workdir, args.max_trees, True,
-                                              args.timeout, args.poll, args.submit_interval, flags)
+            result["kill_restart"] = with_machine(
+                lambda: run_load(args.tasks, clients, settings, workdir, args.max_trees, True, args.timeout,
+                                 args.poll, args.submit_interval, flags))
     load = result["load"]
     targets = {
         "all_done": load["accepted"] == load["done"] == args.tasks and load["failed"] == 0,

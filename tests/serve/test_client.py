@@ -269,6 +269,11 @@ def test_serve_load_script_prints_its_keys() -> None:
     assert batch["done"] == 6 and batch["peak_rss_mb"] > 0 and batch["peak_pss_mb"] > 0
     assert load["memory_sampler_cpu_s"] >= 0 and batch["memory_sampler_cpu_s"] >= 0
     assert result["served_over_batch"] > 0
+    # each run says how fast the machine was around it (a shared VM's speed moves every latency)
+    for run in (load, batch):
+        probe = run["machine"]["cpu_probe_ms"]
+        assert len(probe) == 2 and all(ms > 0 for ms in probe)
+        assert run["machine"]["steal_s"] is None or run["machine"]["steal_s"] >= 0
     assert set(result["targets"]) >= {"all_done", "submit_p99_lt_100ms", "status_p99_lt_100ms",
                                       "throughput_ge_0_8x_batch"}
 
