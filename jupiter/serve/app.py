@@ -402,7 +402,8 @@ async def _submit(request: Request, server: ServerState) -> JSONResponse:
     config = server.config
     # Refuse before reading the body when the queue was full at the last look; the count that decides is taken
     # again where the job is inserted (one thread hop per submit, not two: each costs the event loop time).
-    if server.queued_hint >= config.max_queue and _queue_full(server, await asyncio.to_thread(server.store.count, JobStatus.QUEUED)):
+    if server.queued_hint >= config.max_queue and _queue_full(
+            server, await asyncio.to_thread(server.store.count, JobStatus.QUEUED)):
         raise _queue_full_error(config)
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):

@@ -202,9 +202,10 @@ def load_job_task(paths: JobPaths, record: Mapping[str, Any] | None = None) -> T
     server) is refused, listed by name: a job can never read another job's files or the server's.
 
     Why no path is resolved per file here: this runs once per submit on the server's one registration thread,
-    and resolving (an ``lstat`` per path component) was half of a submit's CPU time. ``files/`` is resolved
-    once; its regular files, listed once, are the only ones a task may name (a link there, which only someone
-    with the server's rights could make, counts as not uploaded).
+    where reading task.json back and resolving paths seven times a submit (an ``lstat`` per path component) took
+    more than half of the registration's CPU. ``files/`` is resolved once; its regular files, listed once, are
+    the only ones a task may name (a link there, which only someone with the server's rights could make,
+    counts as not uploaded).
     """
     if record is None:
         record = _read_task_json(paths.task)
