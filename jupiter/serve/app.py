@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import functools
 import gc
-import json
 import logging
 import math
 import os
@@ -42,7 +41,8 @@ from jupiter.serve.config import ServeConfig
 from jupiter.serve.driver_process import DriverProcess
 from jupiter.serve.events import Event, EventHub, EventType, format_sse, node_events_from_tree_dict
 from jupiter.serve.jobs import (JobPaths, JobSpec, SubmissionError, as_job_task, check_file_name,
-                                effective_settings, job_paths, load_job_task, parse_settings, search_config)
+                                effective_settings, job_paths, load_job_task, parse_settings, parse_task_json,
+                                search_config)
 from jupiter.serve.metrics import MetricsSnapshot, render_metrics
 from jupiter.serve.scheduler import Scheduler
 from jupiter.serve.store import JobRecord, JobStatus, JobStore
@@ -466,10 +466,7 @@ async def _accept(form: Any, server: ServerState) -> JSONResponse:
     if total > config.max_upload_bytes:
         raise SubmissionError(f"upload too large: files total {total} bytes; the limit is "
                               f"{config.max_upload_mb:g} MB", status=413)
-    try:
-        record = json.loads(task_text)
-    except json.JSONDecodeError as exc:
-        raise SubmissionError(f"task: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    record = parse_task_json(task_text)
     job_id = uuid.uuid4().hex
     # Files, task loading, the database row and the queue all block (disk, SQLite's lock that the driver
     # threads also take after every step): off the event loop, so other requests are not held up behind them, on

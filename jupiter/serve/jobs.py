@@ -17,7 +17,8 @@ from typing import Any, Mapping
 from jupiter.task import Task, TaskError, task_from_record
 
 __all__ = ["SubmissionError", "JobSpec", "SETTINGS", "parse_settings", "check_file_name", "load_job_task",
-           "search_config", "JOB_ID_PATTERN", "job_paths", "JobPaths", "as_job_task", "effective_settings"]
+           "search_config", "JOB_ID_PATTERN", "job_paths", "JobPaths", "as_job_task", "effective_settings",
+           "parse_task_json"]
 
 #: per-job settings a client may send, with their JSON types
 SETTINGS: dict[str, tuple[type, ...]] = {
@@ -233,13 +234,19 @@ def load_job_task(paths: JobPaths, record: Mapping[str, Any] | None = None) -> T
     return replace(task, files=tuple(Path(files_dir) / name for name in names))
 
 
-def _read_task_json(path: Path) -> Any:
+def parse_task_json(text: str) -> Any:
+    """The ``task`` field's JSON (a submit) or a job's task.json (a restart), refused with the line at fault."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SubmissionError("task: the job's task.json is gone") from None
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise SubmissionError(f"task: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+
+
+def _read_task_json(path: Path) -> Any:
+    try:
+        return parse_task_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SubmissionError("task: the job's task.json is gone") from None
     except UnicodeDecodeError:
         raise SubmissionError("task: not a UTF-8 text file") from None
 
