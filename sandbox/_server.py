@@ -413,6 +413,9 @@ def _drop_privileges(uid):
 
 def _start(settings):
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    host = settings.get("host_pid")
+    if host is not None and os.getppid() != host:
+        os._exit(0)  # the host died before we were set to die with it: nobody is left to serve
     _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # bubblewrap starts its own session inside the one the host started for us: set that session's share too,
     # before the uid drop (after it, /proc/self belongs to root: the process is no longer dumpable)

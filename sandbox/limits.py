@@ -180,8 +180,8 @@ class PidsCgroup:
         return self.path / "cgroup.procs"
 
     def join(self):
-        """Move the calling process into this group. Meant for a ``preexec_fn`` (between fork and exec):
-        everything the process starts afterwards is counted here. Swallows errors (checked by ``holds``)."""
+        """Move the calling process into this group: everything it starts afterwards is counted here. (A
+        sandbox's zygote joins through ``procs_file`` in its launcher instead: ``sandbox.launcher``.) Swallows errors (checked by ``holds``)."""
         try:
             fd = os.open(self.procs_file, os.O_WRONLY)
             try:

@@ -21,7 +21,8 @@ from typing import Any
 from sandbox import protocol
 from sandbox.config import SandboxConfig
 from sandbox.isolation import IsolationPlan
-from sandbox.limits import PidsCgroup, lower_priority
+from sandbox.launcher import launch_argv
+from sandbox.limits import PidsCgroup
 from sandbox.workspace import Layout
 
 __all__ = ["RawResult", "RuntimeDied", "RuntimeTimeout", "StartupError", "ForkRuntime", "Zygote", "uss_bytes",
@@ -29,7 +30,6 @@ __all__ = ["RawResult", "RuntimeDied", "RuntimeTimeout", "StartupError", "ForkRu
 
 log = logging.getLogger(__name__)
 _SERVER = Path(__file__).resolve().parent / "_server.py"
-_PR_SET_PDEATHSIG = 1
 
 
 class StartupError(RuntimeError):
@@ -252,8 +252,9 @@ class Zygote:
     It is started from a dedicated long-lived thread, because ``PR_SET_PDEATHSIG`` fires when the *thread*
     that started a process exits, and the sandbox may be created from a short-lived worker thread.
 
-    ``cgroup``: the sandbox's own pids cgroup; the zygote joins it between fork and exec (before it can start
-    anything), so every runtime and every process a cell spawns is counted there. ``rlimits``: what the
+    ``cgroup``: the sandbox's own pids cgroup; the zygote's launcher joins it before it execs the runtime (before
+    anything can be started: ``sandbox.launcher``), so every runtime and every process a cell spawns is counted
+    there. ``rlimits``: what the
     runtimes apply to themselves (default ``config.rlimits()``; without RLIMIT_NPROC when the cgroup holds).
     """
 
@@ -274,6 +275,9 @@ class Zygote:
             "fd": child_end.fileno(), "output_cap": config.max_output_chars, "fault_dir": plan.inside(layout.faults),
             "home": plan.inside(layout.home), "rlimits": config.rlimits() if rlimits is None else rlimits, "uid": plan.uid,
             "preload": list(config.preload_modules), "single_fork": plan.bwrap, "nice": config.nice,
+            # without bubblewrap the runtime is our child: it checks that we are still there once it is set to
+            # die with us (bwrap --die-with-parent does both otherwise)
+            "host_pid": None if plan.bwrap else os.getpid(),
         }
         self._cmd = [*plan.prefix, config.python, str(_SERVER), json.dumps(settings)]
         self._child_end = child_end
@@ -306,20 +310,14 @@ class Zygote:
         cgroup = self.cgroup
         nice = self.config.nice
 
-        def pdeathsig() -> None:
-            import ctypes
-
-            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            lower_priority(nice)  # the state server's own session; every state it forks inherits it
-            if cgroup is not None:
-                cgroup.join()
-
+        # No preexec_fn: it would make subprocess fork the whole host (``sandbox.launcher`` says why that matters)
+        argv = launch_argv(self._cmd, procs_file=cgroup.procs_file if cgroup is not None else None, nice=nice)
         try:
-            self._proc = subprocess.Popen(self._cmd, pass_fds=(self._child_end.fileno(),),
+            self._proc = subprocess.Popen(argv, pass_fds=(self._child_end.fileno(),),
                                           env=runtime_env(self.layout, self.plan, self.config.huge_pages),
                                           stdin=subprocess.DEVNULL,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                          preexec_fn=pdeathsig, start_new_session=True)
+                                          start_new_session=True)
         except OSError as exc:
             self._error = exc
         finally:

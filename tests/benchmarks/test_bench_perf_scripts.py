@@ -32,6 +32,13 @@ def test_sandbox_branching_prints_its_keys(shared_dir: Path) -> None:
     assert result["fork_stats"]["forks"] >= 3 and result["fork_stats"]["fork_fallbacks"] == 0
 
 
+def test_sandbox_start_prints_its_keys() -> None:
+    result = _run("sandbox_start.py", "--sandboxes", "2", "--heap-mb", "5")
+    assert result["sandboxes"] == 2 and result["host_objects"] > 0
+    assert 0 < result["spawn_ms"]["median"] <= result["spawn_ms"]["max"]
+    assert result["ticker_stall_ms"]["n"] > 0 and result["start_s"] > 0 and result["host_cpu_ms_per_start"] > 0
+
+
 def test_engine_overhead_prints_its_keys() -> None:
     result = _run("engine_overhead.py", "--trees", "2", "--iterations", "5", "--no-sandbox")
     null = result["null"]
