@@ -48,6 +48,14 @@ limits = _load("limits")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _libc = ctypes.CDLL(None, use_errno=True)
+# The reply to a cell when memory ran out outside the cell's own code (IPython's bookkeeping, the traceback, the
+# reply's JSON): encoded now, so that sending it allocates nothing. The host reads it as the memory limit.
+_OUT_OF_MEMORY_FRAME = protocol.encode_frame({
+    "op": "result", "success": False, "execution_count": None, "duration_s": 0.0, "dropped_chars": 0,
+    "ename": "MemoryError",
+    "outputs": [{"output_type": "error", "ename": "MemoryError",
+                 "evalue": "out of memory: the cell's result could not be reported", "traceback": []}],
+})
 
 class _Collector:
     """Outputs of one cell in nbformat shape, capped at ``cap`` characters (the rest is counted, not kept)."""
@@ -350,6 +358,15 @@ class Server:
             "ename": None if error is None else type(error).__name__,
         }
 
+    def _answer_run(self, request):
+        """Run a cell and send its result. Running out of memory outside the cell used to end the process (the
+        exception left ``serve``), which the host could only report as a death with no reason; now the reply
+        encoded at start-up goes out instead. (The host replaces a runtime that hit the memory limit.)"""
+        try:
+            protocol.send_frame(self.conn, self._run(request))
+        except MemoryError:
+            self.conn.sendall(_OUT_OF_MEMORY_FRAME)
+
     def _info(self):
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return {"op": "info", "pid": os.getpid(), "threads": self._threads(), "cwd": os.getcwd(),
@@ -364,8 +381,9 @@ class Server:
             self._settle()
             op = request.get("op")
             if op == "run":
-                reply = self._run(request)
-            elif op == "fork":
+                self._answer_run(request)
+                continue
+            if op == "fork":
                 reply = self._fork(request, fds)
                 if reply is None:  # we are the new child: greet was sent, serve the new socket
                     continue

@@ -17,7 +17,8 @@ import socket
 import struct
 import time
 
-__all__ = ["ProtocolError", "ConnectionClosed", "FrameTimeout", "send_frame", "recv_frame", "MAX_FRAME_BYTES"]
+__all__ = ["ProtocolError", "ConnectionClosed", "FrameTimeout", "encode_frame", "send_frame", "recv_frame",
+           "MAX_FRAME_BYTES"]
 
 MAX_FRAME_BYTES = 512 * 1024 * 1024
 _HEADER = struct.Struct(">I")
@@ -36,11 +37,15 @@ class FrameTimeout(TimeoutError):
     """No complete frame arrived before the deadline."""
 
 
+def encode_frame(message: dict) -> bytes:
+    """One frame's bytes: what ``send_frame`` sends (a sender may encode a frame ahead of need)."""
+    payload = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    return _HEADER.pack(len(payload)) + payload
+
+
 def send_frame(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None:
     """Send one frame; ``fds`` are passed along with its first byte (SCM_RIGHTS)."""
-    payload = json.dumps(message, separators=(",", ":")).encode("utf-8")
-    data = _HEADER.pack(len(payload)) + payload
-    view = memoryview(data)
+    view = memoryview(encode_frame(message))
     if fds:
         sent = sock.sendmsg([view], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
         view = view[sent:]

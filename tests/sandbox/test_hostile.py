@@ -98,6 +98,19 @@ def test_memory_hog_hits_the_address_space_limit():
         assert root.run("z").result == "1"
 
 
+def test_out_of_memory_while_reporting_a_cell_is_the_memory_limit_not_a_death():
+    """Memory can run out after the cell's own code, in what reports it (IPython's bookkeeping, the traceback, the
+    reply's JSON): the runtime answers with the reply it encoded at start-up, not by dying without a reason.
+    Here the cell makes the reply's encoding fail as a full address space does."""
+    with Sandbox(SandboxConfig(preload_modules=())) as box:
+        root = box.open_root()
+        root.run("z = 1")
+        ex = root.branch().run("import json\ndef _full(*a, **k):\n    raise MemoryError()\njson.dumps = _full")
+        assert ex.status is ExecStatus.MEMORY_LIMIT
+        assert "MemoryError" in ex.observation()
+        assert root.run("z").result == "1"
+
+
 def test_fork_bomb_is_contained_while_another_sandbox_runs():
     """The bomb's sandbox has its own process budget: a neighbour sandbox (same host, same runtime uid) holding
     more live runtimes than that budget does not stop it from branching, and keeps branching and running cells
