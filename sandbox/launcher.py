@@ -1,10 +1,10 @@
 """Start a sandbox runtime without forking the host: a small shell does in the child what must happen before exec.
 
 Why not ``subprocess.Popen(preexec_fn=...)``: a ``preexec_fn`` makes CPython ``fork()`` the whole host instead of
-``vfork()``-ing it, and the fork copies the host's page tables while the host holds the GIL. For a server-sized
-host (130 MB resident) that was 11 ms of wall time and 5 ms of CPU per sandbox start, during which no other
-thread of the host ran: every tree a service starts stalled its event loop (``benchmarks/perf/sandbox_start.py``
-measures it). CPython's documentation also warns that a ``preexec_fn`` can deadlock in a host with threads, and a
+``vfork()``-ing it, and the fork copies the host's page tables while the host holds the GIL. The spawn call took
+30-34 ms for a 122 MB host and 112-122 ms for a 1.3 GB one (a model in-process), and the host's other threads
+stalled for up to 20 and 59 ms: every tree a service starts held up its event loop
+(``benchmarks/perf/sandbox_start.py`` measures it; docs/sandbox.md has the numbers). CPython's documentation also warns that a ``preexec_fn`` can deadlock in a host with threads, and a
 service is nothing but threads.
 
 What the ``preexec_fn`` did, and where it happens now:

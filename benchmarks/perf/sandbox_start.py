@@ -1,8 +1,8 @@
 """Benchmark: what starting a sandbox costs the host that starts it, and how long it stalls the host's other threads.
 
 A service (``jupiter serve``) starts one sandbox per tree from a process that also answers HTTP requests. The host
-here is made server-sized first (``--heap-mb`` of Python objects: the server with the replay policy holds about
-130 MB), then starts ``--sandboxes`` sandboxes one after the other, while a ticker thread asks for the GIL every
+here is grown first (``--heap-mb`` of Python objects; the server with the replay policy is about 80 MB resident,
+one with a local model in-process several GB, and a fork's cost grows with it), then starts ``--sandboxes`` sandboxes one after the other, while a ticker thread asks for the GIL every
 millisecond, as an event loop between requests does. Reported:
 
 - ``spawn_ms``: wall time of the call that starts the runtime process (``subprocess.Popen``), median and max;
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -58,6 +59,11 @@ class Ticker(threading.Thread):
         return self.late_ms
 
 
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return round(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))], 2)
@@ -67,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object (the only mode)")
     parser.add_argument("--sandboxes", type=int, default=12, help="sandboxes to start, one after another")
-    parser.add_argument("--heap-mb", type=int, default=130, help="grow the host to about this size first")
+    parser.add_argument("--heap-mb", type=int, default=80, help="grow the host by about this much first")
     args = parser.parse_args(argv)
 
     heap = grow_heap(args.heap_mb)
@@ -98,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu = time.process_time() - cpu_before - ticker.cpu_s
     result = {
         "sandboxes": args.sandboxes, "heap_mb": args.heap_mb, "host_objects": len(heap),
+        "host_rss_mb": round(_rss_bytes() / 2**20, 1),
         "spawn_ms": {"median": round(statistics.median(spawn_ms), 2), "max": round(max(spawn_ms), 2)},
         "host_cpu_ms_per_start": round(cpu * 1000 / args.sandboxes, 2),
         "ticker_stall_ms": {"p99": _percentile(late, 0.99), "max": round(max(late), 2), "n": len(late)},

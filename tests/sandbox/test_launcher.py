@@ -31,8 +31,8 @@ def _priority(stdout: str) -> tuple[int, int | None]:
 
 
 def test_starting_a_sandbox_never_forks_the_host():
-    """A preexec_fn makes subprocess fork() the whole host (copying its page tables with the GIL held: 11 ms for
-    a server-sized host) instead of vfork(); the fork runs the interpreter's at-fork hooks, so none may run."""
+    """A preexec_fn makes subprocess fork() the whole host (copying its page tables with the GIL held: 30 ms for
+    a 122 MB host) instead of vfork(); that fork runs the interpreter's at-fork hooks, so none may run."""
     forks = []
     os.register_at_fork(before=lambda: forks.append(1))
     with Sandbox(LIGHT) as box:
