@@ -87,12 +87,14 @@ def test_closing_a_parent_keeps_its_children_alive():
         assert child.live
 
 
-def test_runtimes_die_when_the_host_is_killed(tmp_path):
+@pytest.mark.parametrize("isolation", ["auto", "none"])
+def test_runtimes_die_when_the_host_is_killed(tmp_path, isolation):
+    """With bubblewrap, ``bwrap --die-with-parent``; without, the runtime's own parent-death signal."""
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
         from sandbox import Sandbox, SandboxConfig
-        box = Sandbox(SandboxConfig(preload_modules=(), root_dir={str(tmp_path / 'sb')!r}))
+        box = Sandbox(SandboxConfig(preload_modules=(), root_dir={str(tmp_path / 'sb')!r}, isolation={isolation!r}))
         root = box.open_root()
         kids = [root.branch() for _ in range(2)]
         print(" ".join(str(s._runtime.pid) for s in [root, *kids]), flush=True)
