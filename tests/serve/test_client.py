@@ -263,7 +263,7 @@ def test_serve_load_script_prints_its_keys() -> None:
     # the server's own part of each latency (Server-Timing) is reported beside the client's, and is smaller
     assert load["server_submit_ms"]["n"] == 6 and load["server_status_ms"]["n"] == load["status_ms"]["n"]
     assert load["server_submit_ms"]["p50"] <= load["submit_ms"]["p50"]
-    assert result["driver"] == "thread"
+    assert result["driver"] == "thread" and result["client"] == "jupiter"
     # the batch's memory is sampled as the server's is, and both report what the sampling cost
     batch = result["batch"]
     assert batch["done"] == 6 and batch["peak_rss_mb"] > 0 and batch["peak_pss_mb"] > 0
@@ -276,6 +276,39 @@ def test_serve_load_script_prints_its_keys() -> None:
         assert run["machine"]["steal_s"] is None or run["machine"]["steal_s"] >= 0
     assert set(result["targets"]) >= {"all_done", "submit_p99_lt_100ms", "status_p99_lt_100ms",
                                       "throughput_ge_0_8x_batch"}
+
+
+def test_the_lean_benchmark_client_submits_reads_and_fails_as_the_client_does(server: ServerProcess) -> None:
+    """serve_load --client lean: the same job as jupiter.client's, the server's time reported, the same errors."""
+    from benchmarks.perf.lean_client import LeanClient
+
+    timings: list[tuple[str, float]] = []
+    lean = LeanClient(server.url, timeout=30, on_server_ms=lambda method, ms: timings.append((method, ms)))
+    try:
+        record = dict(json.loads(EXAMPLE_TASK.read_text(encoding="utf-8")), id="lean-1")
+        job_id = lean.submit(record, sorted(EXAMPLE_DATA.iterdir()), {"seed": 0})
+        job = lean.status(job_id)
+        assert job["id"] == job_id and job["task_id"] == "lean-1"
+        with Client(server.url, timeout=30) as client:
+            assert client.wait(job_id, timeout=120)["result"]["answer"] == ANSWER
+        assert [method for method, _ in timings] == ["POST", "GET"] and all(ms >= 0 for _, ms in timings)
+        with pytest.raises(ClientError) as refused:
+            lean.submit(record, [], {"no_such_setting": 1})
+        assert refused.value.status == 400 and "no_such_setting" in str(refused.value)
+        with pytest.raises(ClientError) as missing:
+            lean.status("0" * 32)
+        assert missing.value.status == 404
+    finally:
+        lean.close()
+    with pytest.raises(ServerUnreachable):
+        LeanClient(f"http://127.0.0.1:{free_port()}", timeout=5).status("x")
+
+
+def test_serve_load_with_the_lean_client() -> None:
+    result = _serve_load("--tasks", "4", "--clients", "2", "--no-batch", "--client", "lean")
+    load = result["load"]
+    assert result["client"] == "lean" and load["accepted"] == load["done"] == 4 and load["failed"] == 0
+    assert load["server_submit_ms"]["n"] == 4 and load["server_status_ms"]["n"] == load["status_ms"]["n"] > 0
 
 
 def test_memory_sampler_counts_the_descendants_of_the_process_it_watches() -> None:
