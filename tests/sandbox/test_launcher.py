@@ -57,7 +57,7 @@ def test_launch_argv_raises_niceness_and_the_sessions_share_never_lowers_it():
     niced = subprocess.run(launch_argv(command, nice=6), capture_output=True, text=True, check=True,
                            start_new_session=True).stdout
     nice, group = _priority(niced)
-    assert nice == 6
+    assert nice == max(6, os.nice(0))  # at least 6; a test run that is niced more already keeps its own
     if group is not None:  # None: a CPU cgroup other than the root one, where no autogroup applies
         assert group == 6
     plain = subprocess.run(launch_argv(command, nice=0), capture_output=True, text=True, check=True,
@@ -68,14 +68,14 @@ def test_launch_argv_raises_niceness_and_the_sessions_share_never_lowers_it():
     nicer: list[str] = []
 
     def from_a_nicer_thread() -> None:
-        os.nice(9 - os.nice(0))
+        os.nice(max(0, 9 - os.nice(0)))
         nicer.append(subprocess.run(launch_argv(command, nice=3), capture_output=True, text=True, check=True,
                                     start_new_session=True).stdout)
 
     thread = threading.Thread(target=from_a_nicer_thread)
     thread.start()
     thread.join()
-    assert _priority(nicer[0])[0] == 9
+    assert _priority(nicer[0])[0] == max(9, os.nice(0))
     if ours is not None:
         assert AUTOGROUP.read_text() == ours  # the test's own session is untouched
 
