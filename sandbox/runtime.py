@@ -254,8 +254,8 @@ class Zygote:
 
     ``cgroup``: the sandbox's own pids cgroup; the zygote's launcher joins it before it execs the runtime (before
     anything can be started: ``sandbox.launcher``), so every runtime and every process a cell spawns is counted
-    there. ``rlimits``: what the
-    runtimes apply to themselves (default ``config.rlimits()``; without RLIMIT_NPROC when the cgroup holds).
+    there. ``rlimits``: what the runtimes apply to themselves (default ``config.rlimits()``; without RLIMIT_NPROC
+    when the cgroup holds).
     """
 
     def __init__(self, config: SandboxConfig, layout: Layout, plan: IsolationPlan,
