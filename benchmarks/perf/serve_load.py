@@ -546,11 +546,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client", choices=("jupiter", "lean"), default="jupiter",
                         help="the client threads' HTTP client: jupiter.client.Client (requests; default) or a lean "
                              "http.client one (benchmarks/perf/lean_client.py), a third of the CPU per submit")
+    parser.add_argument("--settle", type=float, default=30.0, metavar="S",
+                        help="seconds to wait between runs, so that each starts on a machine as quiet as the first "
+                             "(default 30: a burst right after a full run was twice as slow on the server's side)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds a run may take at most")
     parser.add_argument("--workdir", type=Path, default=None, help="where the databases go (default: a temp dir)")
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.clients < 1:
         parser.error("--tasks and --clients must be >= 1")
+    if args.settle < 0:
+        parser.error("--settle must be >= 0")
     clients = min(args.clients, args.tasks)
     settings: dict[str, Any] = {"seed": 0}
     with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
@@ -561,11 +566,13 @@ def main(argv: list[str] | None = None) -> int:
             lambda: run_load(args.tasks, clients, settings, workdir, args.max_trees, False, args.timeout,
                              args.poll, args.submit_interval, flags, args.client))}
         if not args.no_batch:
+            time.sleep(args.settle)
             result["batch"] = with_machine(lambda: run_batch(args.tasks, settings, args.max_trees))
             served = result["load"]["trees_per_s"] or 0.0
             result["served_over_batch"] = round(served / result["batch"]["trees_per_s"], 3) \
                 if result["batch"]["trees_per_s"] else None
         if args.kill_restart:
+            time.sleep(args.settle)
             result["kill_restart"] = with_machine(
                 lambda: run_load(args.tasks, clients, settings, workdir, args.max_trees, True, args.timeout,
                                  args.poll, args.submit_interval, flags, args.client))

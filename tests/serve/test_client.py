@@ -254,7 +254,7 @@ def _serve_load(*args: str) -> dict:
 
 
 def test_serve_load_script_prints_its_keys() -> None:
-    result = _serve_load("--tasks", "6", "--clients", "3")
+    result = _serve_load("--tasks", "6", "--clients", "3", "--settle", "0")
     load = result["load"]
     for key in ("accepted", "done", "failed", "submit_ms", "status_ms", "trees_per_s", "peak_rss_mb"):
         assert key in load, key
@@ -333,7 +333,7 @@ def test_memory_sampler_counts_the_descendants_of_the_process_it_watches() -> No
 
 @pytest.mark.slow
 def test_serve_load_kill_restart_loses_nothing_and_reruns_nothing() -> None:
-    result = _serve_load("--tasks", "6", "--clients", "3", "--kill-restart", "--no-batch")
+    result = _serve_load("--tasks", "6", "--clients", "3", "--kill-restart", "--no-batch", "--settle", "0")
     restart = result["kill_restart"]
     assert restart["db_done"] == 6 and restart["db_rows"] == 6 and restart["done"] == 6
     assert restart["lost"] == [] and restart["rerun_after_done"] == [] and restart["done_before_kill"] >= 3
