@@ -179,18 +179,6 @@ class PidsCgroup:
     def procs_file(self):
         return self.path / "cgroup.procs"
 
-    def join(self):
-        """Move the calling process into this group: everything it starts afterwards is counted here. (A
-        sandbox's zygote joins through ``procs_file`` in its launcher instead: ``sandbox.launcher``.) Swallows errors (checked by ``holds``)."""
-        try:
-            fd = os.open(self.procs_file, os.O_WRONLY)
-            try:
-                os.write(fd, str(os.getpid()).encode())
-            finally:
-                os.close(fd)
-        except OSError:
-            pass
-
     def pids(self):
         """Process ids in the group now (host pid namespace)."""
         try:

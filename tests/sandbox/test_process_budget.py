@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from sandbox import Sandbox, SandboxConfig
+from sandbox.launcher import launch_argv
 from sandbox.limits import CGROUP_ENV, PidsCgroup, ProcessBudget, pids_cgroup_parent
 
 
@@ -84,8 +86,12 @@ def test_groups_left_by_a_crashed_host_are_removed_at_the_next_start():
     stale = PARENT / f"jupiter-{_dead_pid()}-1"
     stale.mkdir()
     group = PidsCgroup(stale)
-    leftover = subprocess.Popen(["sleep", "60"], preexec_fn=group.join)  # a runtime that outlived its host
+    # a runtime that outlived its host, joined as a zygote joins (the launcher's shell, then exec)
+    leftover = subprocess.Popen(launch_argv(["sleep", "60"], procs_file=group.procs_file))
     try:
+        deadline = time.monotonic() + 10  # the launcher joins in the child, after Popen has returned
+        while not group.holds(leftover.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert group.holds(leftover.pid)
         live = PidsCgroup.create(PARENT, 8)  # ours: its host (this process) is alive, so it stays
         try:
