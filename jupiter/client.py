@@ -1,7 +1,8 @@
 """A Python client for ``jupiter serve``: submit tasks with their data files, follow them, fetch their outputs.
 
-It speaks the server's small HTTP API (``/v1/tasks``) with ``requests``, so scripts, notebooks and the
-``jupiter solve --server`` command share one implementation of it::
+It speaks the server's small HTTP API (``/v1/tasks``) over kept-alive ``http.client`` connections
+(``jupiter.http_transport``), so scripts, notebooks and the ``jupiter solve --server`` command share one
+implementation of it::
 
     from jupiter.client import Client
     client = Client("http://127.0.0.1:8700", token=None)
@@ -12,7 +13,7 @@ It speaks the server's small HTTP API (``/v1/tasks``) with ``requests``, so scri
     client.download(job_id, "solution.ipynb", "out/")
 
 Errors are ``ClientError`` (HTTP status plus the server's ``{"error"}`` text); a server that cannot be
-reached is ``ServerUnreachable``, whose message is one line saying so, not a urllib3 traceback.
+reached is ``ServerUnreachable``, whose message is one line saying so, not a socket traceback.
 """
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import ssl
 import time
 import urllib.parse
-from contextlib import ExitStack
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
-import requests
-
-from jupiter.hosts import is_loopback
+from jupiter import __version__
+from jupiter.http_transport import HttpTransport, Reply, Unreachable, lines
 
 __all__ = [
     "Client",
@@ -43,6 +44,8 @@ __all__ = [
     "parse_sse",
     "mime_type",
     "DATA_FILE_TYPES",
+    "MultipartForm",
+    "Reply",
 ]
 
 log = logging.getLogger(__name__)
@@ -166,57 +169,69 @@ class Client:
     """One server at ``url`` (``http://host:port``); ``token`` is sent as a Bearer token when the server wants one.
 
     ``timeout`` (seconds) bounds each HTTP request (connecting and each read), not the life of a job: use
-    ``wait(timeout=...)`` for that. A client keeps one ``requests.Session``; it is safe to share between threads
-    for the calls here (each is one request), but one thread per ``events`` stream.
+    ``wait(timeout=...)`` for that. The client is safe to share between threads: each thread keeps its own
+    kept-alive connection (``jupiter.http_transport`` says why that is ``http.client``, not ``requests``); an
+    ``events`` stream has a connection of its own. ``on_reply`` is called with every reply (a
+    ``jupiter.http_transport.Reply``, errors included), e.g. to read the server's ``Server-Timing``.
+    ``ssl_context`` replaces the system's trust store for ``https://`` servers.
     """
 
-    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0,
+                 on_reply: Callable[[Reply], None] | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         if not url.startswith(("http://", "https://")):
             raise ClientError(f"server URL {url!r}: it must start with http:// or https://")
         self.url = url.rstrip("/")
         self.token = token or None
         self.timeout = timeout
-        self._session = requests.Session()
-        if is_loopback(urllib.parse.urlsplit(self.url).hostname or ""):
-            # The environment's proxies would send a local server's requests to the proxy wherever NO_PROXY
-            # does not list it, and reading them (and ~/.netrc) on every call is a third of a status call's CPU.
-            self._session.trust_env = False
+        self.on_reply = on_reply
+        headers = {"User-Agent": f"jupiter-client/{__version__}", "Accept": "application/json"}
         if self.token:
-            self._session.headers["Authorization"] = f"Bearer {self.token}"
+            headers["Authorization"] = f"Bearer {self.token}"
+        try:
+            self._http = HttpTransport(self.url, timeout, headers, ssl_context)
+        except (ValueError, Unreachable) as exc:
+            raise ClientError(str(exc)) from None
+
+    @property
+    def proxy(self) -> str | None:
+        """The proxy the requests go through (from the environment; None: straight to the server, as for any
+        loopback server)."""
+        return self._http.proxy_url
 
     # ---------------------------------------------------------------- plumbing
-    @property
-    def session(self) -> requests.Session:
-        """The HTTP session every call goes through (add hooks, adapters or proxies here)."""
-        return self._session
+    def _unreachable(self, method: str, path: str, exc: Unreachable) -> ServerUnreachable:
+        if exc.reason.startswith("no answer within"):
+            return ServerUnreachable(f"the Jupiter server at {self.url} did not answer {method} {path} within "
+                                     f"{self.timeout:g} s")
+        if exc.reason.startswith(("the transfer broke off", "the server closed")):  # it answered, then stopped
+            return ServerUnreachable(f"the Jupiter server at {self.url}: {method} {path}: {exc.reason}")
+        return ServerUnreachable(f"no Jupiter server at {self.url} ({exc.reason}); is `jupiter serve` running "
+                                 "there?")
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        kwargs.setdefault("timeout", self.timeout)
+    def _request(self, method: str, path: str, body: bytes | None = None,
+                 headers: Mapping[str, str] | None = None) -> Reply:
         try:
-            response = self._session.request(method, self.url + path, **kwargs)
-        except requests.ConnectionError as exc:
-            reason = "connection refused" if "refused" in str(exc).lower() else "cannot connect"
-            raise ServerUnreachable(f"no Jupiter server at {self.url} ({reason}); is `jupiter serve` running "
-                                    "there?") from None
-        except requests.Timeout:
-            raise ServerUnreachable(f"the Jupiter server at {self.url} did not answer {method} {path} within "
-                                    f"{self.timeout:g} s") from None
-        if response.status_code >= 400:
-            raise ClientError(f"{method} {path}: HTTP {response.status_code}: {_error_text(response)}",
-                              response.status_code)
-        return response
+            reply = self._http.request(method, path, body, headers)
+        except Unreachable as exc:
+            raise self._unreachable(method, path, exc) from None
+        if self.on_reply is not None:
+            self.on_reply(reply)
+        if reply.status >= 400:
+            raise _error(reply)
+        return reply
 
-    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        response = self._request(method, path, **kwargs)
+    def _json(self, method: str, path: str, body: bytes | None = None,
+              headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+        reply = self._request(method, path, body, headers)
         try:
-            body = response.json()
+            data = json.loads(reply.body)
         except ValueError:
             raise ClientError(f"{method} {path}: the server's reply is not JSON "
-                              f"({response.text[:120]!r})", response.status_code) from None
-        if not isinstance(body, dict):
-            raise ClientError(f"{method} {path}: expected a JSON object, got {type(body).__name__}",
-                              response.status_code)
-        return body
+                              f"({reply.body[:120].decode('utf-8', 'replace')!r})", reply.status) from None
+        if not isinstance(data, dict):
+            raise ClientError(f"{method} {path}: expected a JSON object, got {type(data).__name__}", reply.status)
+        return data
 
     # ---------------------------------------------------------------- API
     def health(self) -> dict[str, Any]:
@@ -236,19 +251,20 @@ class Client:
         for path in paths:
             if not path.is_file():
                 raise ClientError(f"data file {path}: not found")
-        # every part goes in as multipart/form-data (filename None: a plain form field), files or not
-        parts: list[tuple[str, tuple[Any, ...]]] = [("task", (None, text))]
+        form = MultipartForm()
+        form.field("task", text)
         if settings:
             unknown = sorted(set(settings) - SETTINGS_KEYS)
             if unknown:
                 raise ClientError(f"settings: unknown key(s) {', '.join(unknown)}; known: "
                                   f"{', '.join(sorted(SETTINGS_KEYS))}")
-            parts.append(("settings", (None, json.dumps(dict(settings)))))
-        with ExitStack() as stack:
-            for path in paths:
-                mime = mime_type(path.name)
-                parts.append(("files", (path.name, stack.enter_context(path.open("rb")), mime)))
-            body = self._json("POST", "/v1/tasks", files=parts)
+            form.field("settings", json.dumps(dict(settings)))
+        for path in paths:
+            try:
+                form.file("files", path.name, path.read_bytes(), mime_type(path.name))
+            except OSError as exc:
+                raise ClientError(f"data file {path}: cannot read it ({exc.strerror or exc})") from None
+        body = self._json("POST", "/v1/tasks", form.body(), {"Content-Type": form.content_type})
         job_id = body.get("id")
         if not isinstance(job_id, str) or not job_id:
             raise ClientError(f"POST /v1/tasks: the reply has no job id ({body})")
@@ -257,7 +273,7 @@ class Client:
     def status(self, job_id: str) -> dict[str, Any]:
         """The job JSON: ``id, status, task_id, question, created, started, finished, progress, settings,
         result, error``."""
-        return self._json("GET", f"/v1/tasks/{job_id}")
+        return self._json("GET", f"/v1/tasks/{_quote(job_id)}")
 
     def list(self, status: str | JobStatus | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Jobs, newest first, optionally only those with ``status``."""
@@ -266,12 +282,13 @@ class Client:
             params["status"] = JobStatus(status).value
         if limit is not None:
             params["limit"] = int(limit)
-        tasks = self._json("GET", "/v1/tasks", params=params).get("tasks", [])
+        query = "?" + urllib.parse.urlencode(params) if params else ""
+        tasks = self._json("GET", "/v1/tasks" + query).get("tasks", [])
         return list(tasks)
 
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel a queued or running job; returns its job JSON."""
-        return self._json("DELETE", f"/v1/tasks/{job_id}")
+        return self._json("DELETE", f"/v1/tasks/{_quote(job_id)}")
 
     def wait(self, job_id: str, poll: float = 0.5, timeout: float | None = None) -> dict[str, Any]:
         """Poll every ``poll`` seconds until the job is done, failed or cancelled; returns its job JSON.
@@ -293,30 +310,34 @@ class Client:
         A late reader gets every node so far first. ``read_timeout`` is the longest silence tolerated between
         two lines (seconds); the server sends keep-alives while a job runs.
         """
-        response = self._request("GET", f"/v1/tasks/{job_id}/events", stream=True,
-                                 timeout=(self.timeout, read_timeout),
-                                 headers={"Accept": "text/event-stream"})
-        with response:
-            try:
-                # chunk_size None: each chunk as the server flushes it (a fixed size would hold small live events
-                # back until that many bytes arrived); lines are split on bytes, then decoded whole
-                lines = response.iter_lines(chunk_size=None)
-                yield from parse_sse(line.decode("utf-8", errors="replace") for line in lines)
-            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
-                raise ServerUnreachable(f"the event stream of job {job_id} broke off ({exc})") from None
+        path = f"/v1/tasks/{_quote(job_id)}/events"
+        try:
+            with self._http.stream("GET", path, {"Accept": "text/event-stream"}, read_timeout) as response:
+                if response.status >= 400:
+                    reply = Reply("GET", path, response.status, response.reason, response.msg, response.read())
+                    raise _error(reply)
+                yield from parse_sse(lines(response))
+        except Unreachable as exc:
+            if exc.reason.startswith(("connection refused", "cannot resolve", "cannot connect")):
+                raise self._unreachable("GET", path, exc) from None
+            raise ServerUnreachable(f"the event stream of job {job_id} broke off ({exc.reason})") from None
 
     def download(self, job_id: str, name: str, dest: str | Path) -> Path:
         """Save one output (``tree.json``, ``solution.ipynb`` or ``tree.html``) to ``dest``.
 
-        ``dest`` is a folder (the file keeps its name) or a file path; returns the path written.
+        ``dest`` is a folder (the file keeps its name) or a file path; returns the path written. The file
+        appears whole or not at all.
         """
         if name not in DOWNLOADS:
             raise ClientError(f"download {name!r}: one of {', '.join(DOWNLOADS)}")
         dest = Path(dest)
         target = dest / name if dest.is_dir() or str(dest).endswith(("/", "\\")) else dest
-        response = self._request("GET", f"/v1/tasks/{job_id}/{name}")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(response.content)
+        path = f"/v1/tasks/{_quote(job_id)}/{name}"
+        try:
+            self._http.download(path, target, _error)
+        except Unreachable as exc:
+            raise self._unreachable("GET", path, exc) from None
         return target
 
     def solve(self, task: str | Path | Mapping[str, Any], files: Iterable[str | Path] | None = None,
@@ -326,7 +347,7 @@ class Client:
         return self.wait(self.submit(task, files, settings), poll=poll, timeout=timeout)
 
     def close(self) -> None:
-        self._session.close()
+        self._http.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -335,12 +356,56 @@ class Client:
         self.close()
 
 
-def _error_text(response: requests.Response) -> str:
+class MultipartForm:
+    """A multipart/form-data body (RFC 7578), built in memory: plain fields and files.
+
+    Names and file names are written as browsers write them (the HTML standard's rule: UTF-8, with ``"``, CR and
+    LF percent-escaped), which is what the server's parser reads.
+    """
+
+    def __init__(self) -> None:
+        self.boundary = uuid.uuid4().hex
+        self._parts: list[bytes] = []
+
+    @property
+    def content_type(self) -> str:
+        return f"multipart/form-data; boundary={self.boundary}"
+
+    def field(self, name: str, value: str) -> None:
+        self._add(f'form-data; name="{_escape(name)}"', None, value.encode("utf-8"))
+
+    def file(self, name: str, filename: str, content: bytes, content_type: str) -> None:
+        self._add(f'form-data; name="{_escape(name)}"; filename="{_escape(filename)}"', content_type, content)
+
+    def _add(self, disposition: str, content_type: str | None, content: bytes) -> None:
+        head = f"--{self.boundary}\r\nContent-Disposition: {disposition}\r\n"
+        if content_type:
+            head += f"Content-Type: {content_type}\r\n"
+        self._parts.append(head.encode("utf-8") + b"\r\n" + content + b"\r\n")
+
+    def body(self) -> bytes:
+        return b"".join(self._parts) + f"--{self.boundary}--\r\n".encode("ascii")
+
+
+def _escape(value: str) -> str:
+    return value.replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _quote(job_id: str) -> str:
+    """A job id as a path segment (ids are hex; anything else a caller passes cannot leave the segment)."""
+    return urllib.parse.quote(job_id, safe="")
+
+
+def _error(reply: Reply) -> ClientError:
+    return ClientError(f"{reply.method} {reply.path}: HTTP {reply.status}: {_error_text(reply)}", reply.status)
+
+
+def _error_text(reply: Reply) -> str:
     """The server's ``{"error": ...}`` text, else the start of the body."""
     try:
-        body = response.json()
+        body = json.loads(reply.body)
     except ValueError:
-        return response.text.strip()[:200] or response.reason or "no details"
+        return reply.body.decode("utf-8", "replace").strip()[:200] or reply.reason or "no details"
     if isinstance(body, dict) and body.get("error"):
         return str(body["error"])
     if isinstance(body, dict) and body.get("detail"):  # a framework's own error body

@@ -1,9 +1,7 @@
 """Load benchmark of ``jupiter serve``: many clients, one server, the replay policy, on loopback.
 
 N tasks (copies of the bundled Titanic example, each with its own id) are submitted by C client threads
-(``jupiter.client.Client``; with ``--client lean`` a lean ``http.client`` one, ``lean_client.py``, which costs the
-shared machine a third of the CPU), each submitting its share and then polling its jobs until they finish. It
-reports
+(``jupiter.client.Client``), each submitting its share and then polling its jobs until they finish. It reports
 - accepted / done / failed jobs (target N / N / 0);
 - API latency p50 / p99 of submit and of status under that load (target p99 < 100 ms);
 - trees per second from the first submit to the last finished job, against a batch run of the same tasks
@@ -17,7 +15,6 @@ while it is down). It must end with N done, no job lost, and no job run twice to
 done before the kill keeps its finish time and its single attempt; the database is read directly at the end.
 
     python benchmarks/perf/serve_load.py --json [--tasks 200 --clients 20] [--kill-restart] [--no-batch]
-                                                [--client jupiter|lean]
 """
 
 from __future__ import annotations
@@ -43,8 +40,8 @@ from typing import Any, Callable
 import psutil
 import requests
 
-from benchmarks.perf.lean_client import LeanClient
 from jupiter.client import Client, ClientError, JobStatus, ServerUnreachable
+from jupiter.http_transport import Reply
 from jupiter.serve.timing import server_ms
 
 __all__ = ["ServerProcess", "start_server", "free_port", "MemorySampler", "tree_rss_bytes", "tree_pss_bytes",
@@ -301,22 +298,13 @@ def _retrying(call: Callable[[], Any], tally: _Tally, deadline: float) -> Any:
 
 def _client(url: str, token: str | None, mine: list[dict[str, Any]], files: list[Path], settings: dict[str, Any],
             tally: _Tally, submitted: threading.Barrier, deadline: float, poll: float,
-            submit_interval: float = 0.0, offset: float = 0.0, kind: str = "jupiter") -> None:
-    def record(method: str, took: float) -> None:
-        (tally.server_submit_ms if method == "POST" else tally.server_status_ms).append(took)
+            submit_interval: float = 0.0, offset: float = 0.0) -> None:
+    def record_server_time(reply: Reply) -> None:
+        took = server_ms(reply.header("server-timing"))
+        if took is not None and reply.status < 400:
+            (tally.server_submit_ms if reply.method == "POST" else tally.server_status_ms).append(took)
 
-    client: Any
-    if kind == "lean":
-        client = LeanClient(url, token=token, timeout=30, on_server_ms=record)
-    else:
-        client = Client(url, token=token, timeout=30)
-
-        def record_server_time(response: Any, *_: Any, **__: Any) -> None:
-            took = server_ms(response.headers.get("server-timing"))
-            if took is not None and response.status_code < 400:
-                record(response.request.method, took)
-
-        client.session.hooks["response"].append(record_server_time)
+    client = Client(url, token=token, timeout=30, on_reply=record_server_time)
     pending: list[str] = []
     try:
         time.sleep(offset)
@@ -384,7 +372,7 @@ def _db_counts(db: Path) -> dict[str, Any]:
 
 def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, max_trees: int | None,
              kill_restart: bool, timeout: float, poll: float, submit_interval: float = 0.0,
-             server_flags: tuple[str, ...] = (), client_kind: str = "jupiter") -> dict[str, Any]:
+             server_flags: tuple[str, ...] = ()) -> dict[str, Any]:
     """One load run against a fresh server (and, with ``kill_restart``, its crash and restart)."""
     db = workdir / ("restart" if kill_restart else "load") / "jobs.sqlite"
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -401,7 +389,7 @@ def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, 
     # paced clients start staggered, so that submits arrive evenly rather than C at a time
     threads = [threading.Thread(target=_client, args=(server.url, None, share, files, settings, tally, submitted,
                                                       deadline, poll, submit_interval,
-                                                      number * submit_interval / clients, client_kind),
+                                                      number * submit_interval / clients),
                                 daemon=True)
                for number, share in enumerate(shares)]
     started = time.time()
@@ -543,9 +531,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--submit-interval", type=float, default=0.0,
                         help="seconds between one client's submits, clients staggered (default 0: every client "
                              "submits its share at once, a burst of C concurrent submits)")
-    parser.add_argument("--client", choices=("jupiter", "lean"), default="jupiter",
-                        help="the client threads' HTTP client: jupiter.client.Client (requests; default) or a lean "
-                             "http.client one (benchmarks/perf/lean_client.py), a third of the CPU per submit")
     parser.add_argument("--settle", type=float, default=30.0, metavar="S",
                         help="seconds to wait between runs, so that each starts on a machine as quiet as the first "
                              "(default 30: a burst right after a full run was twice as slow on the server's side)")
@@ -561,10 +546,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
         workdir = args.workdir or Path(tmp)
         flags = ("--driver", args.driver) + (("--nice", str(args.nice)) if args.nice is not None else ())
-        result: dict[str, Any] = {"driver": args.driver, "nice": args.nice, "client": args.client,
+        result: dict[str, Any] = {"driver": args.driver, "nice": args.nice,
                                   "load": with_machine(
             lambda: run_load(args.tasks, clients, settings, workdir, args.max_trees, False, args.timeout,
-                             args.poll, args.submit_interval, flags, args.client))}
+                             args.poll, args.submit_interval, flags))}
         if not args.no_batch:
             time.sleep(args.settle)
             result["batch"] = with_machine(lambda: run_batch(args.tasks, settings, args.max_trees))
@@ -575,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.settle)
             result["kill_restart"] = with_machine(
                 lambda: run_load(args.tasks, clients, settings, workdir, args.max_trees, True, args.timeout,
-                                 args.poll, args.submit_interval, flags, args.client))
+                                 args.poll, args.submit_interval, flags))
     load = result["load"]
     targets = {
         "all_done": load["accepted"] == load["done"] == args.tasks and load["failed"] == 0,
