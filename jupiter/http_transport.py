@@ -133,6 +133,11 @@ class HttpTransport:
         self.proxy_url = proxy_for(self.scheme, self.host)
         self._proxy = _parse_proxy(self.proxy_url) if self.proxy_url else None
         self._ssl = ssl_context
+        self._reset()
+
+    def _reset(self) -> None:
+        """Start with no connection (also in a forked child, which must not talk on its parent's sockets)."""
+        self._pid = os.getpid()
         self._local = threading.local()
         self._open: set[http.client.HTTPConnection] = set()
         self._lock = threading.Lock()
@@ -171,6 +176,8 @@ class HttpTransport:
 
     def _kept(self) -> tuple[http.client.HTTPConnection, bool]:
         """This thread's connection, and whether it is a reused one."""
+        if os.getpid() != self._pid:  # a child forked with the client (multiprocessing): its own connections
+            self._reset()
         conn = getattr(self._local, "conn", None)
         if conn is not None and not _dropped(conn):
             return conn, True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import multiprocessing
 import select
 import shutil
 import socket
@@ -120,6 +121,25 @@ def test_kept_alive_connections_are_reused(serve) -> None:
         for _ in range(5):
             client.health()
     assert server.connections == 1 and [s[3] for s in server.seen] == [1, 2, 3, 4, 5]
+
+
+def _health_in_a_child(client: Client, out: "multiprocessing.Queue[Any]") -> None:
+    out.put(client.health())
+
+
+def test_a_forked_child_opens_its_own_connection(serve) -> None:
+    """A child forked with a used client (multiprocessing) must not talk on its parent's socket: both would read
+    each other's replies."""
+    server = serve(lambda h: reply_json(h, {"connection": h.connection_number}))  # type: ignore[attr-defined]
+    client = Client(f"http://127.0.0.1:{server.port}")
+    assert client.health() == {"connection": 1}
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    child = context.Process(target=_health_in_a_child, args=(client, out))
+    child.start()
+    assert out.get(timeout=30) == {"connection": 2}
+    child.join(30)
+    assert client.health() == {"connection": 1} and server.connections == 2
 
 
 def _drop_second_request(handler: http.server.BaseHTTPRequestHandler) -> None:
