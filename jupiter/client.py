@@ -201,10 +201,10 @@ class Client:
 
     # ---------------------------------------------------------------- plumbing
     def _unreachable(self, method: str, path: str, exc: Unreachable) -> ServerUnreachable:
-        if exc.reason.startswith("no answer within"):
+        if exc.stage == Unreachable.TIMEOUT:
             return ServerUnreachable(f"the Jupiter server at {self.url} did not answer {method} {path} within "
                                      f"{self.timeout:g} s")
-        if exc.reason.startswith(("the transfer broke off", "the server closed")):  # it answered, then stopped
+        if exc.stage == Unreachable.REPLY:  # it answered, then stopped
             return ServerUnreachable(f"the Jupiter server at {self.url}: {method} {path}: {exc.reason}")
         return ServerUnreachable(f"no Jupiter server at {self.url} ({exc.reason}); is `jupiter serve` running "
                                  "there?")
@@ -318,7 +318,7 @@ class Client:
                     raise _error(reply)
                 yield from parse_sse(lines(response))
         except Unreachable as exc:
-            if exc.reason.startswith(("connection refused", "cannot resolve", "cannot connect")):
+            if exc.stage == Unreachable.CONNECT:
                 raise self._unreachable("GET", path, exc) from None
             raise ServerUnreachable(f"the event stream of job {job_id} broke off ({exc.reason})") from None
 

@@ -36,7 +36,7 @@ from typing import Callable, Iterator, Mapping
 
 from jupiter.hosts import is_loopback
 
-__all__ = ["HttpTransport", "Reply", "Unreachable", "proxy_for"]
+__all__ = ["HttpTransport", "Reply", "Unreachable", "proxy_for", "lines"]
 
 #: methods sent once more when a kept-alive connection turns out closed (the server did not act on them)
 IDEMPOTENT = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
@@ -45,11 +45,19 @@ _CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, ConnectionAbort
 
 
 class Unreachable(Exception):
-    """The server could not be reached or stopped answering; ``reason`` says how, in a few words."""
+    """The server could not be reached or stopped answering; ``reason`` says how, in a few words.
 
-    def __init__(self, reason: str) -> None:
+    ``stage`` says where it failed, for callers that word their message by it: ``CONNECT`` (no connection:
+    refused, unknown host, untrusted certificate, unusable proxy), ``TIMEOUT`` (no answer in time) or ``REPLY``
+    (the server closed the connection or cut its reply short).
+    """
+
+    CONNECT, TIMEOUT, REPLY = "connect", "timeout", "reply"
+
+    def __init__(self, reason: str, stage: str = "connect") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.stage = stage
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,8 @@ class HttpTransport:
         self.headers = dict(headers or {})
         self.proxy_url = proxy_for(self.scheme, self.host)
         self._proxy = _parse_proxy(self.proxy_url) if self.proxy_url else None
-        self._ssl = ssl_context
+        # one context for every connection: making the default one loads the system's trust store each time
+        self._ssl = ssl_context or (ssl.create_default_context() if self.scheme == "https" else None)
         self._reset()
 
     def _reset(self) -> None:
@@ -143,10 +152,10 @@ class HttpTransport:
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- connections
-    def _new_connection(self, timeout: float | None) -> http.client.HTTPConnection:
+    def _new_connection(self) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection
+        timeout, context = self.timeout, self._ssl
         if self.scheme == "https":
-            context = self._ssl or ssl.create_default_context()
             if self._proxy is None:
                 conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=context)
             else:
@@ -183,7 +192,7 @@ class HttpTransport:
             return conn, True
         if conn is not None:
             self._forget(conn)
-        conn = self._new_connection(self.timeout)
+        conn = self._new_connection()
         self._local.conn = conn
         with self._lock:
             self._open.add(conn)
@@ -218,7 +227,7 @@ class HttpTransport:
                 self._forget(conn)
                 if reused and attempt == 1 and method in IDEMPOTENT:
                     continue
-                raise Unreachable("the server closed the connection") from None
+                raise Unreachable("the server closed the connection", Unreachable.REPLY) from None
             except BaseException as exc:
                 self._forget(conn)
                 raise _unreachable(exc, self.timeout) from None
@@ -235,7 +244,7 @@ class HttpTransport:
         ``read_timeout`` bounds each read after the connection is made (None: wait as long as it takes). The
         connection is closed when the block ends. Errors while reading raise ``Unreachable`` from ``lines``.
         """
-        conn = self._new_connection(self.timeout)
+        conn = self._new_connection()
         try:
             try:
                 conn.connect()
@@ -271,7 +280,8 @@ class HttpTransport:
                         written += len(chunk)
                 # a read of a given size returns short at the end of a cut connection rather than raising
                 if declared is not None and declared.isdigit() and written != int(declared):
-                    raise Unreachable(f"the transfer broke off after {written} of {declared} bytes")
+                    raise Unreachable(f"the transfer broke off after {written} of {declared} bytes",
+                                      Unreachable.REPLY)
                 os.replace(partial, target)
             finally:
                 partial.unlink(missing_ok=True)
@@ -295,13 +305,14 @@ def _unreachable(exc: BaseException, timeout: float | None) -> BaseException:
     if isinstance(exc, ConnectionRefusedError):
         return Unreachable("connection refused")
     if isinstance(exc, TimeoutError):
-        return Unreachable(f"no answer within {timeout:g} s" if timeout is not None else "timed out")
+        return Unreachable(f"no answer within {timeout:g} s" if timeout is not None else "timed out",
+                           Unreachable.TIMEOUT)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return Unreachable(f"its TLS certificate is not trusted: {exc.verify_message}")
     if isinstance(exc, socket.gaierror):
         return Unreachable(f"cannot resolve the host name ({exc.strerror or exc})")
     if isinstance(exc, (OSError, http.client.HTTPException)):
         if isinstance(exc, _CLOSED):
-            return Unreachable("the server closed the connection")
+            return Unreachable("the server closed the connection", Unreachable.REPLY)
         return Unreachable(f"cannot connect ({type(exc).__name__}: {exc})")
     return exc
