@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import enum
+import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -34,6 +36,7 @@ class Isolation(str, enum.Enum):
 
 
 _MB = 1024 * 1024
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,10 @@ class SandboxConfig:
     """Let the FORK runtime's malloc ask for transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``).
     ``fork()`` copies the page tables of a state; with 4 KiB pages that costs about 50 µs per MiB of heap (most of
     a deep state's branch time), with 2 MiB pages almost nothing. Harmless where the kernel has THP off."""
+    env: Mapping[str, str] | tuple[tuple[str, str], ...] = ()
+    """Environment variables a user passes to cells on purpose (a mapping or pairs; kept as sorted pairs).
+    Cells get nothing else of the host's environment but an allow-list (``sandbox.runtime.HOST_ENV_ALLOWED``:
+    PATH, LANG/LC_*, TZ, ...): the keys of model servers live in the host's environment."""
     nice: int = 0
     """Niceness added to the runtime (FORK: the state server, whose forked states inherit it; KERNEL: each
     kernel). A service sets it so that its API and its clients get the CPU before the cells do."""
@@ -123,6 +130,15 @@ class SandboxConfig:
             fail("startup_timeout_s", "must be a positive number of seconds")
         if not isinstance(self.huge_pages, bool):
             fail("huge_pages", "must be True or False")
+        env = self.env.items() if isinstance(self.env, Mapping) else self.env
+        try:
+            pairs = tuple(sorted((k, v) for k, v in env))
+        except (TypeError, ValueError):
+            fail("env", "must be a mapping of names to strings")
+        for key, value in pairs:
+            if not (isinstance(key, str) and _ENV_NAME.match(key) and isinstance(value, str) and "\0" not in value):
+                fail("env", f"{key!r}={value!r} is not a NAME=string pair")
+        object.__setattr__(self, "env", pairs)
         if not (isinstance(self.nice, int) and not isinstance(self.nice, bool) and 0 <= self.nice <= 19):
             fail("nice", "must be an integer 0..19")
 

@@ -68,7 +68,7 @@ class KernelRuntime:
         self.generation = generation
         self.closed = False
         self._km = KernelManager(kernel_name=config.kernel_name)
-        env = runtime_env(layout)
+        env = runtime_env(layout, extra=config.env)
         env.pop("JPY_PARENT_PID", None)
         try:
             self._km.start_kernel(cwd=str(workspace), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -81,10 +81,24 @@ def pss_bytes(pid: int) -> int:
     return 0
 
 
-def runtime_env(layout: Layout, plan: IsolationPlan | None = None, huge_pages: bool = False) -> dict[str, str]:
-    """Environment of runtime processes: one BLAS/OpenMP thread (fork safety), Agg-based inline figures, and
-    optionally a THP-backed malloc heap (cheaper page-table copies at fork; see SandboxConfig.huge_pages)."""
-    env = dict(os.environ)
+#: Host variables that reach cells (names, or prefixes ending in ``*``). Everything else of the host's environment
+#: is dropped: it is where API keys live. ``SandboxConfig.env`` adds variables on purpose.
+HOST_ENV_ALLOWED = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "LD_LIBRARY_PATH", "GLIBC_TUNABLES",
+                    "PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONUTF8")
+
+
+def _allowed(name: str) -> bool:
+    return any(name == rule or (rule.endswith("*") and name.startswith(rule[:-1])) for rule in HOST_ENV_ALLOWED)
+
+
+def runtime_env(layout: Layout, plan: IsolationPlan | None = None, huge_pages: bool = False,
+                extra: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+    """Environment of runtime processes: the host's allow-listed variables (``HOST_ENV_ALLOWED``), ``extra``
+    (``SandboxConfig.env``), one BLAS/OpenMP thread (fork safety), Agg-based inline figures, and optionally a
+    THP-backed malloc heap (cheaper page-table copies at fork; see SandboxConfig.huge_pages)."""
+    env = {name: value for name, value in os.environ.items() if _allowed(name)}
+    env.setdefault("PATH", os.defpath)
+    env.update(dict(extra))
     if huge_pages:
         tunables = [t for t in env.get("GLIBC_TUNABLES", "").split(":") if t and "malloc.hugetlb" not in t]
         env["GLIBC_TUNABLES"] = ":".join([*tunables, "glibc.malloc.hugetlb=1"])
@@ -314,7 +328,8 @@ class Zygote:
         argv = launch_argv(self._cmd, procs_file=cgroup.procs_file if cgroup is not None else None, nice=nice)
         try:
             self._proc = subprocess.Popen(argv, pass_fds=(self._child_end.fileno(),),
-                                          env=runtime_env(self.layout, self.plan, self.config.huge_pages),
+                                          env=runtime_env(self.layout, self.plan, self.config.huge_pages,
+                                                          self.config.env),
                                           stdin=subprocess.DEVNULL,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                           start_new_session=True)
