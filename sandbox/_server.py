@@ -218,7 +218,6 @@ class Server:
     def __init__(self, settings):
         self.settings = settings
         self.cap = int(settings["output_cap"])
-        self.fault_dir = settings["fault_dir"]
         self.conn = socket.socket(fileno=int(settings["fd"]))
         self.zygote_pid = os.getpid()
         self.pid = self.zygote_pid
@@ -232,12 +231,14 @@ class Server:
 
     # ---- process plumbing -------------------------------------------------------------------------------
     def _arm_faulthandler(self):
-        # A raw descriptor, not a Python file object: this runs on every branch's critical path.
+        """Crash reports go to an anonymous file (memfd) whose descriptor the host gets with the hello frame: no
+        path on disk that a cell could swap for a link to a host file before it dies (the host used to read
+        ``faults/<pid>.txt`` as root). A raw descriptor, not a Python file object: this runs on every branch's
+        critical path."""
         if self._fault_fd is not None:
             os.close(self._fault_fd)
-        path = os.path.join(self.fault_dir, f"{os.getpid()}.txt")
         try:
-            self._fault_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            self._fault_fd = os.memfd_create("jupiter-fault", os.MFD_CLOEXEC)
             faulthandler.enable(file=self._fault_fd)
         except OSError:
             self._fault_fd = None
@@ -311,7 +312,8 @@ class Server:
         os.chdir(dest)
         os.environ["PWD"] = dest
         self._arm_faulthandler()
-        protocol.send_frame(self.conn, {"op": "hello", "pid": os.getpid()})
+        fds = () if self._fault_fd is None else (self._fault_fd,)
+        protocol.send_frame(self.conn, {"op": "hello", "pid": os.getpid(), "fault_fd": bool(fds)}, fds=fds)
 
     def _settle(self):
         """Once the double fork finished (checked lazily, off the branch's critical path), ask for SIGKILL when

@@ -139,9 +139,11 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
-def _request_fork(sock: socket.socket, request: dict, deadline: float) -> tuple[socket.socket, int, int] | None:
-    """Ask the runtime on ``sock`` to fork. Returns ``(socket, host_pid, ns_pid)`` of the child, or None when the
-    runtime refused (unsafe to fork). Raises RuntimeDied / protocol.FrameTimeout."""
+def _request_fork(sock: socket.socket, request: dict,
+                  deadline: float) -> tuple[socket.socket, int, int, int | None] | None:
+    """Ask the runtime on ``sock`` to fork. Returns ``(socket, host_pid, ns_pid, fault_fd)`` of the child (the
+    descriptor of its crash-report memfd, if it sent one), or None when the runtime refused (unsafe to fork).
+    Raises RuntimeDied / protocol.FrameTimeout."""
     host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     host_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     try:
@@ -154,17 +156,22 @@ def _request_fork(sock: socket.socket, request: dict, deadline: float) -> tuple[
             log.info("runtime refused to fork: %s", reply.get("reason"))
             host_end.close()
             return None
-        hello, _, host_pid = protocol.recv_frame(host_end, deadline, want_creds=True)
+        hello, fds, host_pid = protocol.recv_frame(host_end, deadline, want_fds=True, want_creds=True)
     except protocol.ConnectionClosed as exc:
         host_end.close()
         raise RuntimeDied(f"runtime died during fork: {exc}") from exc
     except BaseException:
         host_end.close()
         raise
+    fault_fd = fds[0] if fds else None
+    for extra in fds[1:]:
+        os.close(extra)
     if host_pid is None:
         host_end.close()
+        if fault_fd is not None:
+            os.close(fault_fd)
         raise RuntimeDied("forked runtime did not report credentials")
-    return host_end, host_pid, int(hello["pid"])
+    return host_end, host_pid, int(hello["pid"]), fault_fd
 
 
 class ForkRuntime:
@@ -173,8 +180,9 @@ class ForkRuntime:
     can_fork = True
 
     def __init__(self, sock: socket.socket, host_pid: int, ns_pid: int, generation: int, workspace: Path,
-                 zygote: "Zygote") -> None:
+                 zygote: "Zygote", fault_fd: int | None = None) -> None:
         self.sock = sock
+        self.fault_fd = fault_fd
         self.pid = host_pid
         self.ns_pid = ns_pid
         self.generation = generation
@@ -219,8 +227,7 @@ class ForkRuntime:
             raise RuntimeDied(note) from exc
         if got is None:
             return None
-        sock, host_pid, ns_pid = got
-        return ForkRuntime(sock, host_pid, ns_pid, generation, workspace, self.zygote)
+        return ForkRuntime(*got[:3], generation, workspace, self.zygote, fault_fd=got[3])
 
     def info(self, timeout_s: float = 30.0) -> dict:
         protocol.send_frame(self.sock, {"op": "info"})
@@ -228,12 +235,15 @@ class ForkRuntime:
         return reply
 
     def _death_note(self) -> str:
+        """Why the runtime died, from its crash report: read from the memfd it handed over at birth (never from a
+        path a cell could have replaced with a link)."""
         note = "the runtime process died while running the cell (e.g. os._exit, a crash or a kill signal)"
-        path = self.zygote.layout.faults / f"{self.ns_pid}.txt"
-        try:
-            text = path.read_text(errors="replace").strip()
-        except OSError:
-            text = ""
+        text = ""
+        if self.fault_fd is not None:
+            try:
+                text = os.pread(self.fault_fd, 4096, 0).decode(errors="replace").strip()
+            except OSError:
+                text = ""
         if text:
             note += ": " + text.splitlines()[0]
         return note
@@ -254,10 +264,9 @@ class ForkRuntime:
         self.kill()
 
     def _forget_fault_file(self) -> None:
-        try:
-            (self.zygote.layout.faults / f"{self.ns_pid}.txt").unlink()
-        except OSError:
-            pass
+        fd, self.fault_fd = self.fault_fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 class Zygote:
@@ -286,8 +295,7 @@ class Zygote:
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = host_end
         settings = {
-            "fd": child_end.fileno(), "output_cap": config.max_output_chars, "fault_dir": plan.inside(layout.faults),
-            "home": plan.inside(layout.home), "rlimits": config.rlimits() if rlimits is None else rlimits, "uid": plan.uid,
+            "fd": child_end.fileno(), "output_cap": config.max_output_chars, "home": plan.inside(layout.home), "rlimits": config.rlimits() if rlimits is None else rlimits, "uid": plan.uid,
             "preload": list(config.preload_modules), "single_fork": plan.bwrap, "nice": config.nice,
             # without bubblewrap the runtime is our child: it checks that we are still there once it is set to
             # die with us (bwrap --die-with-parent does both otherwise)
@@ -361,8 +369,7 @@ class Zygote:
                                 time.monotonic() + self.config.startup_timeout_s)
         if got is None:
             raise StartupError("the zygote refused to fork (it has extra threads)")
-        sock, host_pid, ns_pid = got
-        return ForkRuntime(sock, host_pid, ns_pid, generation, workspace, self)
+        return ForkRuntime(*got[:3], generation, workspace, self, fault_fd=got[3])
 
     def close(self) -> None:
         """End the zygote; every runtime forked from it dies with it (PDEATHSIG, PID namespace)."""

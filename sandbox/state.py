@@ -67,7 +67,8 @@ class State:
     def read_file(self, name: str) -> bytes:
         """Bytes of a file in this state's working directory (e.g. ``submission.csv``)."""
         self._check_open()
-        return read_state_file(self._workspace, name)
+        info = self._root_info
+        return read_state_file(self._workspace, name, getattr(info, "inputs_dir", None))
 
     def close(self) -> None:
         """Release the runtime and the working directory of this state. Children are not affected."""

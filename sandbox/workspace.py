@@ -5,6 +5,7 @@ copy belongs to the runtime's user), input files are symlinks to one read-only c
 """
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import shutil
@@ -21,7 +22,7 @@ class WorkspaceError(ValueError):
 
 
 class Layout:
-    """Folders of one Sandbox under ``root``: ``inputs/``, ``states/``, ``home/``, ``faults/``, ``trash/``."""
+    """Folders of one Sandbox under ``root``: ``inputs/``, ``states/``, ``home/``, ``trash/``."""
 
     def __init__(self, root: Path | None, shared_writable: bool) -> None:
         self.owned = root is None
@@ -32,7 +33,6 @@ class Layout:
         self.inputs = self._dir("inputs", 0o755)
         self.states = self._dir("states", self._mode)
         self.home = self._dir("home", self._mode)
-        self.faults = self._dir("faults", self._mode)
         self.trash = self._dir("trash", 0o700)
         os.chmod(self.root, 0o755)
         self._ids = itertools.count(1)
@@ -105,14 +105,73 @@ def _make_writable(path: Path) -> None:
         os.chmod(dirpath, 0o755)
 
 
-def read_state_file(workspace: Path, name: str | os.PathLike) -> bytes:
-    """Read a file of a state; the path must stay inside the workspace (symlinks to inputs are allowed)."""
+def read_state_file(workspace: Path, name: str | os.PathLike, inputs_dir: Path | None = None,
+                    max_bytes: int | None = None) -> bytes:
+    """Read a file of a state without following any link a cell could have planted.
+
+    Every component is opened relative to the one before with ``O_NOFOLLOW`` (no path is looked up again), so a
+    link to ``/etc/shadow`` named ``submission.csv``, or a linked folder, is refused: the host reads as root what
+    the cell could not. The one kind of link followed is an input link (the workspace's links to the read-only
+    copies of the inputs): it is followed lexically and only into ``inputs_dir``, which cells cannot change.
+    Raises WorkspaceError (a path or link leaving the workspace, not a regular file), FileNotFoundError.
+    """
     rel = Path(name)
     if rel.is_absolute():
         raise WorkspaceError(f"read_file wants a path relative to the state's workspace, got {name}")
-    target = workspace / rel
     if ".." in rel.parts:
         raise WorkspaceError(f"read_file path leaves the workspace: {name}")
-    if not target.is_file():
-        raise FileNotFoundError(f"no file {name!s} in the state's workspace {workspace}")
-    return target.read_bytes()
+    return _read_beneath(Path(workspace), rel.parts, name, inputs_dir, max_bytes)
+
+
+def _read_beneath(base: Path, parts: tuple[str, ...], name: str | os.PathLike, inputs_dir: Path | None,
+                  max_bytes: int | None) -> bytes:
+    parts = tuple(p for p in parts if p not in ("", "."))
+    if not parts:
+        raise WorkspaceError(f"read_file wants a file, got {name!s}")
+    try:
+        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no file {name!s}: the folder {base} is gone") from None
+    try:
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | (0 if last else os.O_DIRECTORY)
+            try:
+                nxt = os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                raise FileNotFoundError(f"no file {name!s} in the state's workspace {base}") from None
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise
+                info = os.lstat(part, dir_fd=fd)
+                if not stat.S_ISLNK(info.st_mode):
+                    raise WorkspaceError(f"read_file: {name!s} is not a file of the workspace") from None
+                target = Path(os.path.normpath(base.joinpath(*parts[:index], os.readlink(part, dir_fd=fd))))
+                if inputs_dir is None or not _is_beneath(target, Path(inputs_dir)):
+                    raise WorkspaceError(f"read_file: {name!s} goes through a link out of the workspace "
+                                         f"({'/'.join(parts[:index + 1])}); links are not followed") from None
+                return _read_beneath(Path(inputs_dir), (*target.relative_to(inputs_dir).parts, *parts[index + 1:]),
+                                     name, None, max_bytes)
+            os.close(fd)
+            fd = nxt
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise WorkspaceError(f"read_file: {name!s} is not a regular file")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise WorkspaceError(f"read_file: {name!s} has {info.st_size} bytes, more than {max_bytes}")
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def _is_beneath(path: Path, parent: Path) -> bool:
+    try:
+        path.relative_to(parent)
+        return True
+    except ValueError:
+        return False
