@@ -1,39 +1,39 @@
-"""``tree.html``: one self-contained page that draws a search tree (inline SVG built by inline JS, no CDN).
+"""``tree.html``: one self-contained page that shows a search tree, drawn by the project's one tree viewer.
 
-Nodes are coloured by value (red −1 … green +1) and outlined by status (answers thick, model failures grey,
-infrastructure failures dashed orange, the chosen answer's path highlighted). A click shows the node's
-thought, cell, output and numbers. All model text goes into the page as JSON (with ``<``, ``>`` and ``&``
-escaped) and is put on screen with ``textContent`` only, so no reply can inject markup or script.
+The viewer is ``search/static/tree_view.js`` (plain JavaScript + SVG, no dependency): this module inlines it
+into ``tree.html`` together with the tree's *view data* (``tree_view_data``), and ``jupiter serve`` serves the
+same file to its page, which feeds it the same JSON (it reads it back out of the job's ``tree.html``). So the
+static file and the live page draw a tree the same way: a tidy layout that fits the window, zoom and pan,
+collapsible subtrees, answers as chips coloured by their answer group, a header with the question, the decided
+answer and how it was decided, and the vote table.
+
+All model text goes into the page as JSON (with ``<``, ``>`` and ``&`` escaped) and the viewer puts it on
+screen with ``textContent`` only, so no reply can inject markup or script; the page fetches nothing and opens
+from disk.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import string
+from pathlib import Path
 from typing import Any
 
+from jupiter.answers import reward
+
+from search.decide import Verdict, decide
 from search.tree import MODEL_FAILURES, Node, Tree
 
-__all__ = ["render_tree_html"]
+__all__ = ["render_tree_html", "tree_view_data", "extract_view_data", "TREE_VIEW_JS", "VIEW_FORMAT",
+           "DATA_ELEMENT_ID"]
 
-
-def _layout(tree: Tree) -> dict[str, tuple[float, int]]:
-    """x (in leaf slots) and depth of every node: leaves left to right, parents centred over children."""
-    positions: dict[str, tuple[float, int]] = {}
-    next_slot = [0.0]
-
-    def place(node: Node) -> float:
-        if not node.children:
-            x = next_slot[0]
-            next_slot[0] += 1
-        else:
-            xs = [place(c) for c in node.children]
-            x = (xs[0] + xs[-1]) / 2
-        positions[node.tag] = (x, node.depth)
-        return x
-
-    place(tree.root)
-    return positions
+#: The viewer, stored once: inlined here, served by ``jupiter serve`` as ``/static/tree_view.js``.
+TREE_VIEW_JS = Path(__file__).resolve().parent / "static" / "tree_view.js"
+VIEW_FORMAT = "jupiter-tree-view"
+VIEW_VERSION = 1
+#: The id of the ``<script type="application/json">`` element that carries the view data in tree.html.
+DATA_ELEMENT_ID = "tree-data"
 
 
 def _kind(node: Node) -> str:
@@ -48,14 +48,12 @@ def _kind(node: Node) -> str:
     return "step"
 
 
-def _node_data(node: Node, x: float, depth: int, chosen: set[str]) -> dict[str, Any]:
+def _node_data(node: Node, key: str | None) -> dict[str, Any]:
     return {
         "tag": node.tag,
         "parent": node.parent.tag if node.parent else None,
-        "x": x,
-        "depth": depth,
+        "depth": node.depth,
         "kind": _kind(node),
-        "chosen": node.tag in chosen,
         "status": node.status.value,
         "terminal": node.terminal.value if node.terminal else None,
         "value": round(node.value, 4),
@@ -67,7 +65,68 @@ def _node_data(node: Node, x: float, depth: int, chosen: set[str]) -> dict[str, 
         "code": node.code,
         "observation": node.observation,
         "answer": node.final_answer,
+        "key": key,
         "reply": node.reply if node.code is None and node.final_answer is None else "",
+    }
+
+
+def _decided_by(verdict: Verdict, chosen_tag: str | None) -> str | None:
+    """Which rule picked ``chosen_tag``: the vote's winner is reported as a vote (the default decision)."""
+    if chosen_tag is None:
+        return None
+    if verdict.vote is not None and verdict.vote.tag == chosen_tag:
+        return "vote"
+    if verdict.by_value is not None and verdict.by_value.tag == chosen_tag:
+        return "value"
+    return None
+
+
+def tree_view_data(tree: Tree, chosen_tag: str | None = None, summary: str = "",
+                   decided_by: str | None = None) -> dict[str, Any]:
+    """The JSON the viewer draws: the question, the decision, the vote table and every node.
+
+    The vote table is ``search.decide.decide`` over the tree's answers — the same call ``result_from_tree``
+    makes, so its rows (``key``, ``answer``, ``count``, in order) are ``result.json``'s ``vote_table``; each row
+    also lists its answer nodes (``tags``) and whether it matches the task's label (``matches_label``, None
+    without a label). ``chosen_tag`` is the decided answer's node (None while a tree still grows: the page then
+    shows the leading answer); ``decided_by`` ("vote" / "value") is inferred from it when not given.
+    """
+    verdict = decide(tree.answers())
+    keys = {c.tag: c.key for c in verdict.candidates}
+    tags: dict[str, list[str]] = {}
+    for candidate in verdict.candidates:
+        tags.setdefault(candidate.key, []).append(candidate.tag)
+    task = tree.task
+    label = task.label if task is not None else None
+    vote = [{
+        "key": entry.key,
+        "answer": entry.answer,
+        "count": entry.count,
+        "mean_value": round(entry.mean_value, 4),
+        "first_tag": entry.first_tag,
+        "matches_label": None if label is None else reward(entry.answer, label) == 1.0,
+        "tags": tags.get(entry.key, []),
+    } for entry in verdict.vote_table]
+    chosen = tree[chosen_tag] if chosen_tag is not None and chosen_tag in tree else None
+    answer = chosen.final_answer if chosen is not None else None
+    nodes = [_node_data(n, keys.get(n.tag)) for n in tree.nodes]
+    if task is not None and task.setup.strip():  # the root's own cell: the task's setup, run once
+        nodes[0].update(thought="Setup cell, run once before the search", code=task.setup,
+                        observation=task.setup_output or "")
+    return {
+        "format": VIEW_FORMAT,
+        "version": VIEW_VERSION,
+        "task_id": task.id if task is not None else None,
+        "question": task.question if task is not None else None,
+        "label": label,
+        "summary": summary,
+        "final": chosen is not None,
+        "answer": answer,
+        "decided_by": decided_by or (_decided_by(verdict, chosen.tag) if chosen is not None else None),
+        "chosen_tag": chosen.tag if chosen is not None else None,
+        "correct": None if label is None or answer is None else reward(answer, label) == 1.0,
+        "vote": vote,
+        "nodes": nodes,
     }
 
 
@@ -78,93 +137,72 @@ def _script_json(data: Any) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Jupiter search tree: __TITLE__</title>
+def _viewer_source() -> str:
+    """The viewer's source, checked to be safe to inline in a <script> element."""
+    try:
+        source = TREE_VIEW_JS.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FileNotFoundError(f"tree viewer {TREE_VIEW_JS}: cannot read it ({exc}); is the package installed "
+                                "with its data files?") from exc
+    lowered = source.lower()
+    if "</script" in lowered or "<!--" in lowered:
+        raise ValueError(f"tree viewer {TREE_VIEW_JS}: contains '</script' or '<!--', which would end the "
+                         "inline <script> of tree.html early")
+    return source
+
+
+_PAGE = string.Template("""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>$title</title>
 <style>
-body{font-family:system-ui,sans-serif;margin:0;display:flex;height:100vh}
-#left{flex:3;overflow:auto;border-right:1px solid #ccc}#right{flex:2;overflow:auto;padding:12px}
-h1{font-size:16px;margin:8px 12px}p.meta{margin:4px 12px;font-size:13px;color:#444}
-pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;word-break:break-word;font-size:12px}
-.label{font-weight:600;margin-top:10px}circle{cursor:pointer}text{font-size:9px;pointer-events:none}
-.legend span{display:inline-block;margin-right:10px;font-size:12px}
+*{box-sizing:border-box}
+body{font-family:system-ui,sans-serif;margin:0;display:flex;height:100vh;color:#222;font-size:14px}
+#tree-wrap{flex:1;min-width:0;border-right:1px solid #ddd}
+#side{width:min(460px,40vw);overflow:auto;padding:4px 14px 14px;background:#fafafa}
+#detail .label{font-weight:600;margin-top:10px}
+pre{background:#f1f2f4;padding:8px;white-space:pre-wrap;word-break:break-word;font-size:12px;margin:4px 0}
+.muted{color:#6b7280}
 </style></head><body>
-<div id="left"><h1>__TITLE__</h1><p class="meta" id="meta"></p>
-<p class="meta legend"><span>fill: value (red −1 … green +1)</span><span>thick: answer</span>
-<span>grey: model failure</span><span>dashed orange: infrastructure</span><span>blue ring: chosen path</span></p>
-<svg id="tree" xmlns="http://www.w3.org/2000/svg"></svg></div>
-<div id="right"><p>Click a node to see its step.</p><div id="detail"></div></div>
-<script id="data" type="application/json">__DATA__</script>
+<div id="tree-wrap"></div>
+<div id="side"><div id="header"></div><div id="detail"></div></div>
+<script id="$data_id" type="application/json">$data</script>
+<script>
+$viewer
+</script>
 <script>
 "use strict";
-const data = JSON.parse(document.getElementById("data").textContent);
-const NS = "http://www.w3.org/2000/svg", DX = 34, DY = 70, R = 11, PAD = 30;
-const nodes = data.nodes, byTag = {};
-nodes.forEach(n => byTag[n.tag] = n);
-const svg = document.getElementById("tree");
-const width = PAD * 2 + DX * (Math.max(...nodes.map(n => n.x)) + 1);
-const height = PAD * 2 + DY * (Math.max(...nodes.map(n => n.depth)) + 1);
-svg.setAttribute("width", width); svg.setAttribute("height", height);
-document.getElementById("meta").textContent = data.summary;
-function pos(n) { return [PAD + DX * n.x + R, PAD + DY * n.depth + R]; }
-function colour(v) {
-  const t = Math.max(-1, Math.min(1, v));
-  const r = t < 0 ? 220 : Math.round(220 - 170 * t), g = t > 0 ? 190 : Math.round(190 + 100 * t);
-  return "rgb(" + r + "," + g + ",80)";
-}
-function el(name, attrs) {
-  const e = document.createElementNS(NS, name);
-  for (const k in attrs) e.setAttribute(k, attrs[k]);
-  svg.appendChild(e); return e;
-}
-nodes.forEach(n => { if (n.parent !== null) {
-  const [x1, y1] = pos(byTag[n.parent]), [x2, y2] = pos(n);
-  el("line", {x1: x1, y1: y1, x2: x2, y2: y2, stroke: n.chosen ? "#2463eb" : "#999",
-              "stroke-width": n.chosen ? 3 : 1});
-}});
-nodes.forEach(n => {
-  const [x, y] = pos(n);
-  const fill = n.kind === "failure" ? "#bbb" : n.kind === "infrastructure" ? "#fff" : colour(n.value);
-  const c = el("circle", {cx: x, cy: y, r: R, fill: fill,
-    stroke: n.chosen ? "#2463eb" : n.kind === "infrastructure" ? "#e08a00" : "#333",
-    "stroke-width": n.kind === "answer" || n.chosen ? 3 : 1,
-    "stroke-dasharray": n.kind === "infrastructure" ? "3,2" : "none"});
-  const title = document.createElementNS(NS, "title");
-  title.textContent = n.tag + " " + n.status + " value " + n.value;
-  c.appendChild(title);
-  c.addEventListener("click", () => show(n));
-  const t = el("text", {x: x, y: y + R + 10, "text-anchor": "middle"});
-  t.textContent = n.kind === "answer" ? (n.answer || "").slice(0, 18) : n.tag.split(".").pop();
-});
-function section(parent, label, text) {
-  if (text === null || text === undefined || text === "") return;
-  const h = document.createElement("div"); h.className = "label"; h.textContent = label; parent.appendChild(h);
-  const p = document.createElement("pre"); p.textContent = String(text); parent.appendChild(p);
-}
-function show(n) {
-  const d = document.getElementById("detail"); d.replaceChildren();
-  section(d, "Node", n.tag + "  status: " + n.status + (n.terminal ? "  terminal: " + n.terminal : "") +
-    "\\nvalue " + n.value + "  visits " + n.visits + "  prior " + n.prior + "  sampled " + n.multiplicity + "x  evaluation " + n.evaluation);
-  section(d, "Thought", n.thought); section(d, "Cell", n.code); section(d, "Output", n.observation);
-  section(d, "Answer", n.answer); section(d, "Reply", n.reply);
-}
+JupiterTreeView.create({tree: document.getElementById("tree-wrap"), detail: document.getElementById("detail"),
+                        header: document.getElementById("header"), svgId: "tree"})
+  .render(JSON.parse(document.getElementById("$data_id").textContent));
 </script></body></html>
-"""
+""")
 
 
-def render_tree_html(tree: Tree, title: str = "", chosen_tag: str | None = None, summary: str = "") -> str:
-    """The page for ``tree``; ``chosen_tag`` highlights the path to that node."""
-    positions = _layout(tree)
-    chosen = set()
-    if chosen_tag is not None and chosen_tag in tree:
-        chosen = {n.tag for n in tree[chosen_tag].path()}
-    data = {
-        "summary": summary,
-        "nodes": [_node_data(n, *positions[n.tag], chosen) for n in tree.nodes],
-    }
-    task = tree.task
-    if task is not None and task.setup.strip():  # the root's own cell: the task's setup, run once
-        root = data["nodes"][0]
-        root.update(thought="Setup cell, run once before the search", code=task.setup,
-                    observation=task.setup_output or "")
-    return _PAGE.replace("__TITLE__", html.escape(title or (tree.task.id if tree.task else "tree"))).replace(
-        "__DATA__", _script_json(data))
+def render_tree_html(tree: Tree, title: str = "", chosen_tag: str | None = None, summary: str = "",
+                     decided_by: str | None = None) -> str:
+    """The self-contained page for ``tree``; ``chosen_tag`` is the decided answer's node (its path is marked).
+
+    ``title`` (the task id, by convention) names the browser tab when the task has no question.
+    """
+    data = tree_view_data(tree, chosen_tag, summary, decided_by)
+    heading = data["question"] or title or data["task_id"] or "tree"
+    heading = " ".join(str(heading).split())
+    if len(heading) > 90:
+        heading = heading[:89] + "…"
+    # one pass: text substituted in (model text in the data, the viewer's source) is never scanned again
+    return _PAGE.substitute(title=html.escape("Jupiter search tree: " + heading), data_id=DATA_ELEMENT_ID,
+                            viewer=_viewer_source(), data=_script_json(data))
+
+
+def extract_view_data(page: str) -> dict[str, Any]:
+    """The view data embedded in a ``tree.html`` (what the service page reads back out of it)."""
+    start_tag = f'<script id="{DATA_ELEMENT_ID}" type="application/json">'
+    start = page.find(start_tag)
+    if start < 0:
+        raise ValueError(f"tree.html: no <script id={DATA_ELEMENT_ID!r}> element (not a Jupiter tree page?)")
+    start += len(start_tag)
+    end = page.find("</script>", start)
+    if end < 0:
+        raise ValueError(f"tree.html: the {DATA_ELEMENT_ID!r} element is not closed")
+    return json.loads(page[start:end])

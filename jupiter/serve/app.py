@@ -5,7 +5,8 @@ Routes (all JSON unless said; errors are ``{"error": "..."}`` with a 4xx status)
 - ``POST /v1/tasks`` (multipart: ``task``, ``files``..., ``settings``) → 202 ``{"id", "status": "queued"}``
 - ``GET /v1/tasks/{id}``, ``DELETE /v1/tasks/{id}`` (cancel), ``GET /v1/tasks?status=&limit=``
 - ``GET /v1/tasks/{id}/events`` (Server-Sent Events), ``/tree.json``, ``/solution.ipynb``, ``/tree.html``
-- ``GET /healthz``, ``GET /metrics`` (Prometheus text), ``GET /`` (the page), ``/static/...``
+- ``GET /healthz``, ``GET /metrics`` (Prometheus text), ``GET /`` (the page), ``/static/...`` (the page's files;
+  ``/static/tree_view.js`` is ``search/static/tree_view.js``, the tree viewer tree.html inlines)
 
 ``create_app(config)`` builds the app; its lifespan loads the policy once, opens the job store, re-queues the
 jobs a previous process left running, removes old jobs (``gc_days``) and starts the scheduler.
@@ -377,6 +378,14 @@ def _routes(app: FastAPI) -> None:
     async def metrics(request: Request) -> PlainTextResponse:
         snapshot = await asyncio.to_thread(_server(request).metrics)
         return PlainTextResponse(render_metrics(snapshot), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/static/tree_view.js", include_in_schema=False)
+    async def tree_viewer() -> FileResponse:
+        # the tree viewer is stored once, in search/static (tree.html inlines the same file); matched before the
+        # /static mount, which serves this package's own files
+        from search.html import TREE_VIEW_JS
+
+        return FileResponse(TREE_VIEW_JS, media_type="text/javascript; charset=utf-8")
 
     @app.get("/", include_in_schema=False)
     async def index() -> Any:

@@ -1,25 +1,22 @@
 // Jupiter's web page: submit tasks, list jobs, watch one job's tree grow from its event stream.
 // Plain JS, no build step, no CDN. Model text (questions, thoughts, cells, outputs, answers) reaches the page
-// only through textContent, never innerHTML, so no reply can inject markup or script.
+// only through textContent, never innerHTML, so no reply can inject markup or script. The tree is drawn by the
+// project's one tree viewer (/static/tree_view.js, the same file tree.html inlines): fed the streamed nodes
+// while the job runs, then the finished tree's own view data, read out of the job's tree.html.
 "use strict";
 
 const TOKEN_KEY = "jupiter.token";
 const FINISHED = new Set(["done", "failed", "cancelled"]);
-const MODEL_FAILURES = new Set(["unparsable", "no-code", "empty-code", "truncated-reply", "too-many-errors",
-                                "max-depth", "context-limit"]);
-const NS = "http://www.w3.org/2000/svg", DX = 44, DY = 64, R = 11, PAD = 30;
 
 const state = {
   token: sessionStorage.getItem(TOKEN_KEY) || "",
   jobId: null,        // the job on screen
   job: null,          // its last job JSON
   source: null,       // its EventSource
-  nodes: new Map(),   // tag -> node event data
-  children: new Map(),// tag -> [child tags] in arrival order
-  root: null,
-  chosen: new Set(),  // tags on the chosen answer's path
-  selected: null,
-  fresh: new Set(),   // tags added since the last drawing (animated)
+  nodes: new Map(),   // tag -> node event data, in arrival order
+  final: null,        // the finished tree's view data (from its tree.html), once read
+  view: null,         // the tree viewer (JupiterTreeView)
+  drawn: null,        // what it shows (a signature of the data last drawn)
   drawQueued: false,
   pollTimer: null,
   answers: new Map(), // job id -> answer of a finished job (the list leaves results out; fetched once)
@@ -220,21 +217,10 @@ async function refreshJobs() {
 // ------------------------------------------------------------------ one job
 function resetTree() {
   state.nodes = new Map();
-  state.children = new Map();
-  state.root = null;
-  state.chosen = new Set();
-  state.selected = null;
-  state.fresh = new Set();
-  $("tree").replaceChildren();
-  $("tree").setAttribute("width", 0);
-  $("tree").setAttribute("height", 0);
-  $("tree-empty").hidden = false;
-  const detail = $("detail");
-  detail.replaceChildren();
-  const p = document.createElement("p");
-  p.className = "muted";
-  p.textContent = "Click a node to read its thought, cell and output.";
-  detail.appendChild(p);
+  state.final = null;
+  state.drawn = null;
+  state.view.reset();
+  state.view.render({nodes: []});
 }
 
 function closeStream() {
@@ -257,11 +243,7 @@ function showJob(job) {
   text("job-error", job.error || "");
   $("cancel").disabled = FINISHED.has(job.status);
   for (const b of document.querySelectorAll("button.download")) b.disabled = job.status !== "done";
-  const chosenTag = job.result && job.result.chosen_tag;
-  if (chosenTag && !state.chosen.has(chosenTag)) {
-    state.chosen = pathTo(chosenTag);
-    queueDraw();
-  }
+  queueDraw();  // the header above the vote table follows the job (answer, label)
 }
 
 async function refreshJob() {
@@ -309,7 +291,7 @@ function startStream(id) {
     }
     refreshJob();
     refreshJobs();
-    if (d.status === "done") finalValues(state.jobId);
+    if (d.status === "done") finalView(state.jobId);
   }));
   let broken = false;
   source.onopen = () => {
@@ -333,19 +315,18 @@ function startStream(id) {
   };
 }
 
-async function finalValues(id) {
-  // node events carry values as of the step that made each node; tree.json has them after the last backup
+async function finalView(id) {
+  // node events carry values as of the step that made each node, and answers grouped by their text only: the
+  // finished job's tree.html holds the viewer's JSON with the final values and the engine's normalised vote
   try {
-    const tree = await (await request("GET", "/v1/tasks/" + encodeURIComponent(id) + "/tree.json")).json();
+    const page = await (await request("GET", "/v1/tasks/" + encodeURIComponent(id) + "/tree.html")).text();
     if (state.jobId !== id) return;  // another job was opened meanwhile
-    for (const rec of (Array.isArray(tree) ? tree : tree.nodes || [])) {
-      const n = state.nodes.get(rec.tag);
-      if (!n) continue;
-      if (typeof rec.value === "number") n.value = rec.value;
-      if (typeof rec.visit_count === "number") n.visits = rec.visit_count;
-    }
+    // parsed as an inert document: its scripts never run here; only the JSON element is read
+    const element = new DOMParser().parseFromString(page, "text/html").getElementById("tree-data");
+    if (!element) return;
+    state.final = JSON.parse(element.textContent);
     queueDraw();
-  } catch (err) { /* the drawing keeps the streamed values */ }
+  } catch (err) { /* the drawing keeps the streamed tree */ }
 }
 
 async function cancelJob() {
@@ -379,57 +360,26 @@ async function download(name) {
 // ------------------------------------------------------------------ the tree
 function addNode(n) {
   const known = state.nodes.get(n.tag);
-  if (known) { Object.assign(known, n); queueDraw(); return; }
-  state.nodes.set(n.tag, n);
-  state.fresh.add(n.tag);
-  if (n.parent === null || n.parent === undefined) state.root = n.tag;
-  else {
-    if (!state.children.has(n.parent)) state.children.set(n.parent, []);
-    state.children.get(n.parent).push(n.tag);
-  }
-  const chosenTag = state.job && state.job.result && state.job.result.chosen_tag;
-  if (chosenTag) state.chosen = pathTo(chosenTag);
+  if (known) Object.assign(known, n); else state.nodes.set(n.tag, n);
   queueDraw();
 }
 
-function pathTo(tag) {
-  const path = new Set();
-  let n = state.nodes.get(tag);
-  while (n) { path.add(n.tag); n = n.parent === null || n.parent === undefined ? null : state.nodes.get(n.parent); }
-  return path;
-}
-
-function kindOf(n) {
-  if (n.parent === null || n.parent === undefined) return "root";
-  if (n.status === "answer") return "answer";
-  if (n.status === "infrastructure" || n.terminal === "infrastructure") return "infrastructure";
-  if (MODEL_FAILURES.has(n.terminal)) return "failure";
-  return "step";
-}
-
-function colour(v) {
-  const t = Math.max(-1, Math.min(1, Number(v) || 0));
-  const r = t < 0 ? 220 : Math.round(220 - 170 * t), g = t > 0 ? 190 : Math.round(190 + 100 * t);
-  return "rgb(" + r + "," + g + ",80)";
-}
-
-function layout() {
-  // leaves left to right, parents centred over their children (as tree.html draws it)
-  const pos = new Map();
-  let slot = 0;
-  const place = (tag, depth) => {
-    const kids = state.children.get(tag) || [];
-    let x;
-    if (!kids.length) x = slot++;
-    else {
-      const xs = kids.map(k => place(k, depth + 1));
-      x = (xs[0] + xs[xs.length - 1]) / 2;
-    }
-    pos.set(tag, [x, depth]);
-    return x;
+function liveData() {
+  // the viewer's JSON from what the page has: the streamed nodes and the job (no vote: the viewer groups the
+  // answers by their text until the finished tree's normalised vote arrives)
+  const job = state.job || {};
+  const result = job.result || {};
+  return {
+    task_id: job.task_id || null,
+    question: job.question || null,
+    label: result.label === undefined ? null : result.label,
+    correct: result.correct === undefined ? null : result.correct,
+    answer: result.answer === undefined ? null : result.answer,
+    decided_by: result.decided_by || null,
+    chosen_tag: result.chosen_tag || null,
+    final: FINISHED.has(job.status),
+    nodes: Array.from(state.nodes.values()),
   };
-  if (state.root !== null) place(state.root, 0);
-  return pos;
 }
 
 function queueDraw() {
@@ -439,85 +389,16 @@ function queueDraw() {
 }
 
 function draw() {
-  const svg = $("tree");
-  const pos = layout();
-  svg.replaceChildren();
-  $("tree-empty").hidden = pos.size > 0;
-  if (!pos.size) return;
-  let maxX = 0, maxDepth = 0;
-  for (const [x, d] of pos.values()) { maxX = Math.max(maxX, x); maxDepth = Math.max(maxDepth, d); }
-  svg.setAttribute("width", PAD * 2 + DX * (maxX + 1));
-  svg.setAttribute("height", PAD * 2 + DY * (maxDepth + 1));
-  const at = tag => { const [x, d] = pos.get(tag); return [PAD + DX * x + R, PAD + DY * d + R]; };
-  const el = (name, attrs) => {
-    const e = document.createElementNS(NS, name);
-    for (const k in attrs) e.setAttribute(k, attrs[k]);
-    svg.appendChild(e);
-    return e;
-  };
-  for (const tag of pos.keys()) {
-    const n = state.nodes.get(tag);
-    if (n.parent === null || n.parent === undefined) continue;
-    const [x1, y1] = at(n.parent), [x2, y2] = at(tag);
-    const chosen = state.chosen.has(tag);
-    el("line", {x1: x1, y1: y1, x2: x2, y2: y2, stroke: chosen ? "#2463eb" : "#999", "stroke-width": chosen ? 3 : 1});
-  }
-  for (const tag of pos.keys()) {
-    const n = state.nodes.get(tag);
-    const [x, y] = at(tag);
-    const kind = kindOf(n), chosen = state.chosen.has(tag);
-    const fill = kind === "failure" ? "#bbb" : kind === "infrastructure" ? "#fff" : colour(n.value);
-    const classes = ["node", "kind-" + kind];
-    if (state.fresh.has(tag)) classes.push("fresh");
-    if (state.selected === tag) classes.push("selected");
-    const c = el("circle", {cx: x, cy: y, r: R, fill: fill, class: classes.join(" "), "data-tag": tag,
-      stroke: chosen ? "#2463eb" : kind === "infrastructure" ? "#e08a00" : "#333",
-      "stroke-width": kind === "answer" || chosen ? 3 : 1,
-      "stroke-dasharray": kind === "infrastructure" ? "3,2" : "none"});
-    const title = document.createElementNS(NS, "title");
-    title.textContent = tag + " " + (n.status || "") + " value " + n.value;
-    c.appendChild(title);
-    c.addEventListener("click", () => { state.selected = tag; showNode(n); queueDraw(); });
-    if (kind === "answer") {  // a leaf: its answer's value(s) below it, the full text in the detail panel
-      const label = el("text", {x: x, y: y + R + 11, "text-anchor": "middle", class: "answer"});
-      label.textContent = answerLabel(n.answer);
-    } else {  // the step's number beside it (lines leave from the top and the bottom)
-      const label = el("text", {x: x + R + 2, y: y + 3, "text-anchor": "start"});
-      label.textContent = String(tag).split(".").pop();
-    }
-  }
-  state.fresh.clear();
-}
-
-function answerLabel(answer) {
-  // "@mean_fare[34.65]" -> "34.65"; several answers -> the first value and "…"; long values cut
-  const text = String(answer || "");
-  const values = Array.from(text.matchAll(/@[^\[\]\s]+\[([^\]]*)\]/g), m => m[1]);
-  let label = values.length ? values[0] + (values.length > 1 ? " …" : "") : text;
-  if (label.length > 9) label = label.slice(0, 8) + "…";
-  return label;
-}
-
-function section(parent, label, value) {
-  if (value === null || value === undefined || value === "") return;
-  const h = document.createElement("div");
-  h.className = "label";
-  h.textContent = label;
-  parent.appendChild(h);
-  const pre = document.createElement("pre");
-  pre.textContent = String(value);
-  parent.appendChild(pre);
-}
-
-function showNode(n) {
-  const d = $("detail");
-  d.replaceChildren();
-  section(d, "Node", n.tag + "  status: " + n.status + (n.terminal ? "  terminal: " + n.terminal : "") +
-    "\ndepth " + n.depth + "  value " + n.value + "  visits " + n.visits);
-  section(d, "Thought", n.thought);
-  section(d, "Cell", n.code);
-  section(d, "Output", n.observation);
-  section(d, "Answer", n.answer);
+  // the finished tree's own data once read (unless the stream has since brought nodes it lacks: a re-run)
+  const final = state.final;
+  const usable = final && Array.isArray(final.nodes) && final.nodes.length >= state.nodes.size;
+  const data = usable ? final : liveData();
+  // redraw only on a change: a redraw replaces the shapes, and the page asks for one on every job refresh
+  const signature = JSON.stringify([usable, data.question, data.answer, data.chosen_tag, data.label, data.final,
+                                    data.nodes.map(n => [n.tag, n.status, n.visits, n.value])]);
+  if (signature === state.drawn) return;
+  state.drawn = signature;
+  state.view.render(data);
 }
 
 // ------------------------------------------------------------------ wiring
@@ -528,6 +409,9 @@ function switchInput() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  state.view = JupiterTreeView.create({tree: $("tree-wrap"), detail: $("detail"), header: $("vote"), question: false,
+                                       svgId: "tree", emptyText: "Waiting for the first node…"});
+  state.view.render({nodes: []});
   $("submit-form").addEventListener("submit", submitTask);
   $("kind-fields").addEventListener("change", switchInput);
   $("kind-json").addEventListener("change", switchInput);
