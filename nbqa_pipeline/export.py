@@ -108,6 +108,7 @@ def nbqa_record(nb: Mapping[str, Any], task: Mapping[str, Any], verified: bool |
         "license": nb.get("license"),
         "verified": verified,
         "label_in_outputs": task.get("label_in_outputs"),
+        **{key: task[key] for key in ("final_thought", "program", "mistake") if key in task},
     }
 
 
@@ -124,7 +125,8 @@ def _turns(record: Mapping[str, Any]) -> list[Turn]:
     turns = [Turn(thought=s.get("thought", ""), code=s.get("python_code"), observation=s.get("code_output") or "")
              for s in record.get("solution") or []]
     answer = record.get("label")
-    turns.append(Turn(thought="The steps above give the answer in the required format.", answer=answer))
+    final = record.get("final_thought") or "The steps above give the answer in the required format."
+    turns.append(Turn(thought=final, answer=answer))
     return turns
 
 

