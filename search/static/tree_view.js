@@ -27,6 +27,7 @@
                    "#6b8e23", "#b5651d"];
   const OTHER = "#a3a3a3";     // groups beyond the palette
   const CHOSEN = "#2463eb";
+  const ERROR_RING = "#b91c1c"; // a step whose cell raised
 
   // The viewer's own styles (one file to inline or serve: no stylesheet to keep in step); pages style the rest.
   const CSS = [
@@ -313,7 +314,8 @@
     colourSelect.addEventListener("change", () => { state.colourBy = colourSelect.value; draw(); });
     const legend = htmlEl("div", "tv-legend", null, host);
     legend.textContent = "colour: the answer group the subtree's answers mostly agree on (paler: less agreement) · " +
-      "size: visits · blue: chosen path · grey: model failure · dashed orange: infrastructure · " +
+      "size: visits · blue: chosen path · red ring: the cell raised · grey: model failure · " +
+      "dashed orange: infrastructure · " +
       "click: details · double-click: collapse / expand · wheel: zoom · drag: pan";
     const svg = svgEl("svg", {class: "tv-svg", xmlns: NS}, host);
     if (opts.svgId) svg.id = opts.svgId;
@@ -462,8 +464,9 @@
         const r = radius(n);
         const circle = svgEl("circle", {cx: p.x, cy: p.y, r: r, class: classes.join(" "), "data-tag": tag,
           fill: n.kind === "answer" && row ? row.colour : f.fill, "fill-opacity": f.opacity,
-          stroke: chosen ? CHOSEN : n.kind === "infrastructure" ? "#e08a00" : n.kind === "root" ? "#111" : "#555",
-          "stroke-width": chosen ? 2.5 : n.kind === "root" ? 2 : 1,
+          stroke: chosen ? CHOSEN : n.kind === "infrastructure" ? "#e08a00" : n.kind === "root" ? "#111" :
+            n.status === "code-error" ? ERROR_RING : "#555",
+          "stroke-width": chosen ? 2.5 : n.kind === "root" || n.status === "code-error" ? 2 : 1,
           "stroke-dasharray": n.kind === "infrastructure" ? "3,2" : "none"}, g);
         const title = svgEl("title", {}, circle);
         title.textContent = tag + " · " + (n.status || n.kind) + (n.terminal && n.terminal !== n.status ? " (" + n.terminal + ")" : "") +
@@ -527,6 +530,10 @@
       } else if (row && total) {
         how = (data.decided_by === "vote" ? "decided by vote: " : "vote so far: ") + row.count + " of " + total +
           " votes (" + Math.round(100 * row.count / total) + " %)";
+        const tied = model.rows.filter(r => r !== row && r.count === row.count);
+        if (tied.length && !model.provisional) {
+          how += "; a tie with " + tied.map(r => r.key).join(", ") + ", won on the higher mean value, then the earlier answer";
+        }
       }
       if (how) htmlEl("span", "tv-how muted", " — " + how, decision);
       if (!isNil(data.label)) {

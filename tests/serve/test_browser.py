@@ -93,7 +93,9 @@ def test_submit_watch_the_tree_and_read_the_answer(server: ServerProcess, browse
     assert "submitted as job" in browser.find_element(By.ID, "message").text.lower()
     assert browser.find_element(By.ID, "job-question").text == task["question"]
 
-    # the answer node: thick ring, on the chosen path; a click shows its step
+    # the finished tree's own data drawn (the page redraws once when it arrives); then the answer node, on the
+    # chosen path: a click shows its step
+    _wait(browser, lambda d: d.find_element(By.ID, "tree-wrap").get_attribute("data-view") == "final")
     answer_nodes = browser.find_elements(By.CSS_SELECTOR, "#tree circle.kind-answer")
     assert answer_nodes
     browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", answer_nodes[0])
