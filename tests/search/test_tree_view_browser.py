@@ -4,9 +4,10 @@ A 150-node tree (and a 500-node one) written by ``write_outputs``, the code ``ju
 renders and fits the window, its answer chips never overlap (bounding boxes measured in the browser), the vote
 table is result.json's, a click on a row highlights that answer's nodes, a click on a node opens it in the side
 panel, zoom / fit / collapse work, and model text carrying ``<script>`` is shown as text. One browser serves the
-module (about 10 s in all), so these run in the default suite. Skipped, saying why, where Chromium,
-chromedriver or Selenium is missing. ``JUPITER_TREE_SCREENSHOT=path.png`` keeps a screenshot of the 150-node
-tree (docs/images/tree-150.png is made so).
+module (about 10 s in all), so these run in the default suite. The slow test grows a 151-node tree with the
+real engine (real sandbox, the simulated policy over DABench question 24's reference solutions, 50 iterations)
+and checks the same in its page; ``JUPITER_TREE_SCREENSHOT=path.png`` keeps a screenshot of that page (how
+docs/images/tree-150.png is made). Skipped, saying why, where Chromium, chromedriver or Selenium is missing.
 """
 
 from __future__ import annotations
@@ -121,9 +122,6 @@ def test_a_150_node_tree_renders_whole_inside_the_window(browser: Any, page150: 
     assert "decided by vote" in browser.find_element(By.CSS_SELECTOR, "#header .tv-decision").text
     assert browser.execute_script("return window.__pwned") is None
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    keep = os.environ.get("JUPITER_TREE_SCREENSHOT")
-    if keep:
-        assert browser.save_screenshot(keep) and Path(keep).read_bytes()[:8] == PNG_MAGIC
 
 
 @pytest.mark.parametrize("size", [150, 500])
@@ -209,3 +207,35 @@ def test_model_text_with_script_tags_is_shown_as_text(browser: Any, tmp_path: Pa
     assert not browser.find_elements(By.CSS_SELECTOR, "img, [onerror]")
     assert not [b for b in browser.find_elements(By.TAG_NAME, "b") if b.text == "bold"]
     assert len(browser.find_elements(By.TAG_NAME, "script")) == 3  # the data, the viewer, the call: none added
+
+
+@pytest.mark.slow
+def test_an_engine_tree_of_150_nodes_renders_and_reads(browser: Any, tmp_path: Path, dabench_dir: Path) -> None:
+    """The real search (real sandbox) with the simulated policy: ~20 s of cells, then the page."""
+    from benchmarks.quality.sim_policy import SimulatedPolicy
+    from benchmarks.quality.solutions import load_solutions, task_for
+    from sandbox import Sandbox, SandboxConfig
+    from search import Mode, SearchConfig, run_search
+
+    if not (dabench_dir / "tables").is_dir():
+        pytest.skip(f"DABench tables not found under {dabench_dir}")
+    question = load_solutions().by_id()[24]
+    with Sandbox(SandboxConfig(max_live_states=256)) as sandbox:
+        result = run_search(task_for(question, dabench_dir), SimulatedPolicy([question]), sandbox,
+                            SearchConfig(mode=Mode.INFER, iterations=50), value=None, seed=0)
+    write_outputs(result, tmp_path)
+    record = json.loads((tmp_path / "result.json").read_text())
+    assert record["nodes"] >= 150 and len(record["vote_table"]) >= 2
+    _open(browser, tmp_path / "tree.html")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tree circle.node")) == record["nodes"]
+    measured = browser.execute_script(OVERLAPS_JS)
+    assert measured["chips"] == len(record["candidates"]) and measured["overlaps"] == []
+    shown = [(r.find_element(By.CSS_SELECTOR, ".tv-vote-key").text, int(r.find_element(By.CSS_SELECTOR, ".tv-vote-count").text))
+             for r in browser.find_elements(By.CSS_SELECTOR, "#header tr.tv-vote-row")]
+    assert shown == [(e["key"], e["count"]) for e in record["vote_table"]]
+    assert browser.find_element(By.CSS_SELECTOR, "#header h1").text == question.question
+    browser.find_element(By.CSS_SELECTOR, f"#tree g.chip[data-tag='{record['chosen_tag']}']").click()
+    assert record["answer"] in browser.find_element(By.ID, "detail").text
+    keep = os.environ.get("JUPITER_TREE_SCREENSHOT")
+    if keep:
+        assert browser.save_screenshot(keep) and Path(keep).read_bytes()[:8] == PNG_MAGIC
