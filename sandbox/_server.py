@@ -299,6 +299,8 @@ class Server:
 
     def _become_child(self, request, fd, reparented):
         os.close(self.conn.detach())
+        if self.is_zygote and self.settings.get("uid") is not None:
+            _drop_to_cell_user(self.settings.get("rlimits", {}))
         self.conn = socket.socket(fileno=fd)
         self.pid = os.getpid()
         self.children = set()
@@ -425,10 +427,23 @@ def _reap(_signum, _frame):
             return
 
 
-def _drop_privileges(uid):
+def _protect_zygote(uid):
+    """Work as ``uid`` but keep real and saved uid 0: files the zygote makes belong to the cells' user, and cells
+    (all of whose ids are ``uid``) cannot signal it (``kill(-1)`` from a cell used to end the whole sandbox). The
+    effective capabilities go with the effective uid; a forked state drops the rest (``_drop_to_cell_user``)."""
     os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
+    os.setresgid(0, uid, 0)
+    os.setresuid(0, uid, 0)
+
+
+def _drop_to_cell_user(rlimits):
+    """In a state forked from the zygote: every uid and gid becomes the cells' (an unprivileged process may set
+    them to its current effective id), then the per-user process rlimit applies."""
+    uid, gid = os.geteuid(), os.getegid()
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if rlimits.get("nproc") is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (int(rlimits["nproc"]),) * 2)
 
 
 def _start(settings):
@@ -440,9 +455,11 @@ def _start(settings):
     # bubblewrap starts its own session inside the one the host started for us: set that session's share too,
     # before the uid drop (after it, /proc/self belongs to root: the process is no longer dumpable)
     limits.lower_priority(settings.get("nice", 0), own_session=True)
+    rlimits = dict(settings.get("rlimits", {}))
     if settings.get("uid") is not None:
-        _drop_privileges(int(settings["uid"]))
-    limits.apply_limits(settings.get("rlimits", {}))
+        _protect_zygote(int(settings["uid"]))
+        rlimits.pop("nproc", None)  # per runtime uid: set in each state after its uid drop (``_become_child``)
+    limits.apply_limits(rlimits)
     signal.signal(signal.SIGCHLD, _reap)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):

@@ -362,11 +362,19 @@ class Zygote:
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
 
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None and self.sock.fileno() != -1
+
     def spawn(self, workspace: Path, generation: int) -> ForkRuntime:
         """A fresh notebook state (a fork of the clean shell) working in the existing folder ``workspace``."""
         with self._lock:
-            got = _request_fork(self.sock, {"op": "fork", "workspace": self.plan.inside(workspace), "copy": False},
-                                time.monotonic() + self.config.startup_timeout_s)
+            try:
+                got = _request_fork(self.sock, {"op": "fork", "workspace": self.plan.inside(workspace),
+                                                "copy": False},
+                                    time.monotonic() + self.config.startup_timeout_s)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                raise RuntimeDied(f"the sandbox runtime is gone: {exc}") from exc
         if got is None:
             raise StartupError("the zygote refused to fork (it has extra threads)")
         return ForkRuntime(*got[:3], generation, workspace, self, fault_fd=got[3])

@@ -38,7 +38,8 @@ class SandboxStats:
     eviction, a failure, an unsafe fork, or every branch on the KERNEL backend); ``fork_fallbacks`` the branches
     that could not fork (extra live threads) and replayed instead. ``process_budget`` says which process limit
     holds (``sandbox.limits.ProcessBudget``: ``cgroup`` = this sandbox's own pids cgroup, ``rlimit`` =
-    RLIMIT_NPROC shared by every process of the runtimes' uid, ``none``)."""
+    RLIMIT_NPROC shared by every process of the runtimes' uid, ``none``). ``revivals``: live states whose process was
+found gone while idle and rebuilt by replay; ``zygote_restarts``: the clean shell was started again after dying."""
 
     backend: str
     isolated: bool
@@ -54,6 +55,8 @@ class SandboxStats:
     timeouts: int
     memory_limits: int
     deaths: int
+    revivals: int = 0
+    zygote_restarts: int = 0
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ class Sandbox:
         self._generations = itertools.count(1)
         self._cell_uids = itertools.count(1)
         self._counts = {k: 0 for k in ("forks", "replays", "replayed_cells", "fork_fallbacks", "evictions",
-                                       "runs", "timeouts", "memory_limits", "deaths")}
+                                       "runs", "timeouts", "memory_limits", "deaths", "revivals", "zygote_restarts")}
         self._closed = False
         self._zygote: Zygote | None = None
         self._kernels: Any = None
@@ -120,6 +123,21 @@ class Sandbox:
             log.warning("the sandbox runtime did not join its cgroup %s: no process limit holds",
                         self._cgroup.path)
             self.process_budget = ProcessBudget.NONE
+
+    def _restart_zygote(self) -> None:
+        """Start a new zygote after the old one died: the tree goes on (its states are rebuilt by replay)."""
+        with self._lock:
+            self._check_open()
+            old = self._zygote
+            if old is not None and old.alive:
+                return
+            if old is not None:
+                old.close()
+            self._counts["zygote_restarts"] += 1
+            rlimits = self.config.rlimits()
+            if self._cgroup is not None:
+                rlimits["nproc"] = None
+            self._zygote = Zygote(self.config, self.layout, self.isolation, cgroup=self._cgroup, rlimits=rlimits)
 
     # ---- context manager ----------------------------------------------------------------------------------
     def __enter__(self) -> "Sandbox":
@@ -269,7 +287,12 @@ class Sandbox:
         """The state's runtime, rebuilding it by replay when it was evicted or lost. Caller holds state._lock."""
         runtime = state._runtime
         if runtime is not None and not runtime.closed:
-            return runtime
+            if runtime.alive:
+                return runtime
+            # Its process is gone while idle (a cell of another state signalled it, or the zygote died): the
+            # state comes back by replay instead of failing the next cell or branch.
+            self._count("revivals")
+            self._drop_runtime(state)
         runtime = self._rebuild(state, skip=None)
         self._attach(state, runtime)
         return runtime
@@ -332,7 +355,16 @@ class Sandbox:
                 (state._workspace / name).symlink_to(os.path.relpath(info.inputs_dir / name, state._workspace))
         generation = next(self._generations)
         if self._zygote is not None:
-            return self._zygote.spawn(state._workspace, generation)
+            if not self._zygote.alive:
+                self._restart_zygote()
+            try:
+                return self._zygote.spawn(state._workspace, generation)
+            except (RuntimeDied, OSError) as exc:
+                if self._zygote.alive:
+                    raise
+                log.warning("the sandbox runtime died (%s): restarting it", exc)
+                self._restart_zygote()
+                return self._zygote.spawn(state._workspace, generation)
         return self._kernels.start(state._workspace, generation)
 
     def _attach(self, state: State, runtime: Any, keep: tuple[State, ...] = ()) -> None:
