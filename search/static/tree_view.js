@@ -366,7 +366,11 @@
       applyTransform();
     });
     const endDrag = () => {
-      if (drag && drag.moved) svg.addEventListener("click", ev => ev.stopPropagation(), {capture: true, once: true});
+      if (drag && drag.moved) {  // the click that ends a drag selects nothing (it comes in the same task)
+        const swallow = ev => ev.stopPropagation();
+        svg.addEventListener("click", swallow, {capture: true, once: true});
+        setTimeout(() => svg.removeEventListener("click", swallow, {capture: true}), 0);
+      }
       drag = null;
       svg.classList.remove("tv-dragging");
     };

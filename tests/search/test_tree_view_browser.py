@@ -35,6 +35,7 @@ webdriver = pytest.importorskip("selenium.webdriver", reason="the browser test n
 
 from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -175,7 +176,7 @@ def test_a_click_opens_the_node_in_the_side_panel(browser: Any, page150: tuple[P
     assert "selected" in step.get_attribute("class")
 
 
-def test_zoom_fit_and_collapse(browser: Any, page150: tuple[Path, dict]) -> None:
+def test_zoom_pan_fit_and_collapse(browser: Any, page150: tuple[Path, dict]) -> None:
     page, record = page150
     _open(browser, page)
     fitted = _scale(browser)
@@ -185,6 +186,18 @@ def test_zoom_fit_and_collapse(browser: Any, page150: tuple[Path, dict]) -> None
     assert _scale(browser) > fitted * 1.5
     browser.find_element(By.CSS_SELECTOR, ".tv-fit").click()
     assert _scale(browser) == pytest.approx(fitted)
+    # a drag on the background pans (and selects nothing); a click afterwards still opens a node
+    before = browser.execute_script("return document.querySelector('#tree g.tv-viewport').transform.baseVal"
+                                    ".consolidate().matrix.e")
+    ActionChains(browser).move_to_element_with_offset(svg, -svg.size["width"] // 2 + 8, 0).click_and_hold() \
+        .move_by_offset(60, 10).move_by_offset(60, 10).release().perform()
+    after = browser.execute_script("return document.querySelector('#tree g.tv-viewport').transform.baseVal"
+                                   ".consolidate().matrix.e")
+    assert after == pytest.approx(before + 120, abs=2)
+    assert "Click a node" in browser.find_element(By.ID, "detail").text
+    browser.find_element(By.CSS_SELECTOR, "#tree g.chip").click()
+    assert "Answer" in browser.find_element(By.ID, "detail").text
+    browser.find_element(By.CSS_SELECTOR, ".tv-fit").click()
     # a double-click folds the root's first child away into a "+N" badge; expand all brings it back
     first = browser.find_element(By.CSS_SELECTOR, "#tree g.tv-node[data-tag='0.1']")
     browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('dblclick', {bubbles: true}))", first)
