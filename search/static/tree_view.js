@@ -47,8 +47,7 @@
     ".tv-svg circle.node,.tv-svg g.chip{cursor:pointer}",
     ".tv-svg circle.selected{filter:drop-shadow(0 0 3px #111)}",
     ".tv-svg g.chip.chosen rect{filter:drop-shadow(0 0 2px " + "#2463eb)}",
-    ".tv-svg .chip-text,.tv-svg .badge-text{font:" + "600 10.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;" +
-      "pointer-events:none}",
+    ".tv-svg .chip-text,.tv-svg .badge-text{font:" + CHIP_FONT + ";pointer-events:none}",
     ".tv-svg .badge-text{fill:#374151}",
     ".tv-svg.tv-highlighting .tv-node:not(.hl){opacity:.22}",
     ".tv-svg.tv-highlighting .tv-edge:not(.hl){opacity:.18}",
@@ -175,7 +174,8 @@
     let rows, provisional = false;
     if (Array.isArray(data.vote)) {
       rows = data.vote.map(r => ({key: String(r.key), answer: isNil(r.answer) ? "" : String(r.answer),
-                                  count: Number(r.count) || 0, matches: isNil(r.matches_label) ? null : !!r.matches_label,
+                                  count: Number(r.count) || 0,
+                                  matches: isNil(r.matches_label) ? null : !!r.matches_label,
                                   tags: (r.tags || []).map(String)}));
     } else {
       provisional = true;
@@ -221,7 +221,10 @@
         for (const [r, v] of s.counts) counts.set(r, (counts.get(r) || 0) + v);
       }
       let best = null, total = 0;
-      for (const [r, v] of counts) { total += v; if (best === null || v > counts.get(best) || (v === counts.get(best) && r.index < best.index)) best = r; }
+      for (const [r, v] of counts) {  // the most votes; ties to the group higher in the vote table
+        total += v;
+        if (best === null || v > counts.get(best) || (v === counts.get(best) && r.index < best.index)) best = r;
+      }
       const s = {counts: counts, size: size, best: best, share: best ? counts.get(best) / total : 0, total: total};
       stats.set(tag, s);
       return s;
@@ -302,7 +305,8 @@
       b.type = "button"; b.title = title; b.addEventListener("click", fn);
       return b;
     };
-    button("fit", "Fit the whole tree in the window", () => { state.userMoved = false; fit(); }).classList.add("tv-fit");
+    button("fit", "Fit the whole tree in the window", () => { state.userMoved = false; fit(); })
+      .classList.add("tv-fit");
     button("+", "Zoom in", () => zoomBy(1.25));
     button("−", "Zoom out", () => zoomBy(0.8));
     button("expand all", "Expand every collapsed subtree", () => expandAll()).classList.add("tv-expand-all");
@@ -439,7 +443,10 @@
       const hlPath = new Set();
       for (const tag of hlTags) {
         let n = model.nodes.get(tag);
-        while (n && !hlPath.has(n.tag)) { hlPath.add(n.tag); n = isNil(n.parent) ? null : model.nodes.get(String(n.parent)); }
+        while (n && !hlPath.has(n.tag)) {
+          hlPath.add(n.tag);
+          n = isNil(n.parent) ? null : model.nodes.get(String(n.parent));
+        }
       }
       svg.classList.toggle("tv-highlighting", hlRow !== null);
       const edges = svgEl("g", {class: "tv-edges"}, viewport);
@@ -452,7 +459,8 @@
         const chosen = model.chosen.has(tag);
         const cls = "tv-edge" + (chosen ? " chosen" : "") + (hlPath.has(tag) ? " hl" : "");
         svgEl("path", {d: "M" + xa + "," + q.y + " C" + xm + "," + q.y + " " + xm + "," + p.y + " " + xb + "," + p.y,
-                       class: cls, stroke: chosen ? CHOSEN : "#9ca3af", "stroke-width": chosen ? 2.5 : 1, fill: "none"}, edges);
+                       class: cls, stroke: chosen ? CHOSEN : "#9ca3af", "stroke-width": chosen ? 2.5 : 1,
+                       fill: "none"}, edges);
       }
       for (const [tag, p] of pos) {
         const n = model.nodes.get(tag);
@@ -473,7 +481,8 @@
           "stroke-width": chosen ? 2.5 : n.kind === "root" || n.status === "code-error" ? 2 : 1,
           "stroke-dasharray": n.kind === "infrastructure" ? "3,2" : "none"}, g);
         const title = svgEl("title", {}, circle);
-        title.textContent = tag + " · " + (n.status || n.kind) + (n.terminal && n.terminal !== n.status ? " (" + n.terminal + ")" : "") +
+        title.textContent = tag + " · " + (n.status || n.kind) +
+          (n.terminal && n.terminal !== n.status ? " (" + n.terminal + ")" : "") +
           " · visits " + (isNil(n.visits) ? 0 : n.visits) + " · value " + Number(n.value || 0).toFixed(3);
         if (n.kind === "answer" && n._chip) {
           const colour = row ? row.colour : OTHER;
@@ -494,7 +503,9 @@
           const t = svgEl("text", {x: bx + 5, y: p.y + 3.6, class: "badge-text"}, g);
           t.textContent = n._badge.label;
         }
-        g.addEventListener("click", ev => { if (ev.target.closest && ev.target.closest(".chip")) return; select(tag); });
+        g.addEventListener("click", ev => {
+          if (!(ev.target.closest && ev.target.closest(".chip"))) select(tag);  // a chip selects by itself
+        });
         g.addEventListener("dblclick", ev => { ev.preventDefault(); toggle(tag); });
       }
       state.known = new Set(model.nodes.keys());
@@ -519,13 +530,15 @@
       const total = model.rows.reduce((a, r) => a + r.count, 0);
       const answer = isNil(data.answer) ? null : String(data.answer);
       if (answer === null) {
-        decision.appendChild(document.createTextNode(total ? "Leading answer so far: " : (data.final ? "No answer found." : "No answer yet.")));
+        const none = data.final ? "No answer found." : "No answer yet.";
+        decision.appendChild(document.createTextNode(total ? "Leading answer so far: " : none));
         if (total) htmlEl("b", "tv-answer", model.rows[0].answer, decision);
       } else {
         decision.appendChild(document.createTextNode((data.final ? "Answer " : "Leading answer ")));
         htmlEl("b", "tv-answer", answer, decision);
       }
-      const row = model.rows.find(r => r.tags.indexOf(String(data.chosen_tag)) >= 0) || (answer === null ? model.rows[0] : null);
+      const row = model.rows.find(r => r.tags.indexOf(String(data.chosen_tag)) >= 0) ||
+        (answer === null ? model.rows[0] : null);
       let how = "";
       if (data.decided_by === "value") {
         const chosen = model.nodes.get(String(data.chosen_tag));
@@ -536,14 +549,17 @@
           " votes (" + Math.round(100 * row.count / total) + " %)";
         const tied = model.rows.filter(r => r !== row && r.count === row.count);
         if (tied.length && !model.provisional) {
-          how += "; a tie with " + tied.map(r => r.key).join(", ") + ", won on the higher mean value, then the earlier answer";
+          how += "; a tie with " + tied.map(r => r.key).join(", ") +
+            ", won on the higher mean value, then the earlier answer";
         }
       }
       if (how) htmlEl("span", "tv-how muted", " — " + how, decision);
       if (!isNil(data.label)) {
         const lab = htmlEl("p", "tv-label", "label ", header);
         htmlEl("code", null, data.label, lab);
-        if (!isNil(data.correct)) htmlEl("span", data.correct ? "tv-ok" : "tv-bad", data.correct ? "  ✓ correct" : "  ✗ wrong", lab);
+        if (!isNil(data.correct)) {
+          htmlEl("span", data.correct ? "tv-ok" : "tv-bad", data.correct ? "  ✓ correct" : "  ✗ wrong", lab);
+        }
       }
       if (!model.rows.length) return;
       const table = htmlEl("table", "tv-vote", null, header);
@@ -601,7 +617,8 @@
       section(d, "Reply", n.reply);
       const kids = state.model.children.get(n.tag) || [];
       if (kids.length) {
-        const b = htmlEl("button", "tv-btn tv-toggle", state.collapsed.has(n.tag) ? "expand subtree" : "collapse subtree", d);
+        const label = state.collapsed.has(n.tag) ? "expand subtree" : "collapse subtree";
+        const b = htmlEl("button", "tv-btn tv-toggle", label, d);
         b.type = "button";
         b.addEventListener("click", () => toggle(n.tag));
       }
@@ -611,7 +628,9 @@
     function select(tag) {
       // classes only, no redraw: the shapes stay the same elements, so a double-click still lands on them
       state.selected = tag;
-      for (const c of viewport.querySelectorAll("circle.node")) c.classList.toggle("selected", c.getAttribute("data-tag") === tag);
+      for (const c of viewport.querySelectorAll("circle.node")) {
+        c.classList.toggle("selected", c.getAttribute("data-tag") === tag);
+      }
       drawDetail();
       if (opts.onSelect) opts.onSelect(state.model.nodes.get(tag));
     }
@@ -633,11 +652,16 @@
       state.stats = subtreeStats(state.model);
       for (const tag of Array.from(state.collapsed)) if (!state.model.nodes.has(tag)) state.collapsed.delete(tag);
       if (state.selected !== null && !state.model.nodes.has(state.selected)) state.selected = null;
-      if (state.highlighted !== null && !state.model.rows.some(r => r.key === state.highlighted)) state.highlighted = null;
+      if (state.highlighted !== null && !state.model.rows.some(r => r.key === state.highlighted)) {
+        state.highlighted = null;
+      }
       // "final": the engine's normalised vote is on screen; "live": answers grouped by their text so far
       host.dataset.view = state.model.provisional ? "live" : "final";
       colourSelect.parentNode.hidden = !state.model.hasValues;
-      if (!state.model.hasValues && state.colourBy === "value") { state.colourBy = "answer"; colourSelect.value = "answer"; }
+      if (!state.model.hasValues && state.colourBy === "value") {
+        state.colourBy = "answer";
+        colourSelect.value = "answer";
+      }
       draw();
       drawHeader();
       drawDetail();

@@ -102,6 +102,14 @@ def _click(driver: Any, element: Any) -> None:
     driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", element)
 
 
+def _vote_rows(driver: Any) -> list[tuple[str, int, str]]:
+    """The vote table on screen: (normalised answer, votes, label mark) per row."""
+    return [(r.find_element(By.CSS_SELECTOR, ".tv-vote-key").text,
+             int(r.find_element(By.CSS_SELECTOR, ".tv-vote-count").text),
+             r.find_element(By.CSS_SELECTOR, ".tv-vote-match").text)
+            for r in driver.find_elements(By.CSS_SELECTOR, "tr.tv-vote-row")]
+
+
 def _scale(driver: Any) -> float:
     return driver.execute_script("return document.querySelector('#tree g.tv-viewport').transform.baseVal"
                                  ".consolidate().matrix.a")
@@ -141,10 +149,9 @@ def test_the_vote_table_is_result_jsons_and_a_row_highlights_its_nodes(browser: 
     page, record = page150
     _open(browser, page)
     rows = browser.find_elements(By.CSS_SELECTOR, "#header tr.tv-vote-row")
-    shown = [(r.find_element(By.CSS_SELECTOR, ".tv-vote-key").text, int(r.find_element(By.CSS_SELECTOR, ".tv-vote-count").text),
-              r.find_element(By.CSS_SELECTOR, ".tv-vote-match").text) for r in rows]
-    expected = [(e["key"], e["count"], "✓" if reward(e["answer"], LABEL) == 1.0 else "✗") for e in record["vote_table"]]
-    assert shown == expected
+    expected = [(e["key"], e["count"], "✓" if reward(e["answer"], LABEL) == 1.0 else "✗")
+                for e in record["vote_table"]]
+    assert _vote_rows(browser) == expected
     second = record["vote_table"][1]
     _click(browser, rows[1])
     tags = {c["tag"] for c in record["candidates"] if c["key"] == second["key"]}
@@ -243,8 +250,7 @@ def test_an_engine_tree_of_150_nodes_renders_and_reads(browser: Any, tmp_path: P
     assert len(browser.find_elements(By.CSS_SELECTOR, "#tree circle.node")) == record["nodes"]
     measured = browser.execute_script(OVERLAPS_JS)
     assert measured["chips"] == len(record["candidates"]) and measured["overlaps"] == []
-    shown = [(r.find_element(By.CSS_SELECTOR, ".tv-vote-key").text, int(r.find_element(By.CSS_SELECTOR, ".tv-vote-count").text))
-             for r in browser.find_elements(By.CSS_SELECTOR, "#header tr.tv-vote-row")]
+    shown = [(key, count) for key, count, _ in _vote_rows(browser)]
     assert shown == [(e["key"], e["count"]) for e in record["vote_table"]]
     assert browser.find_element(By.CSS_SELECTOR, "#header h1").text == question.question
     browser.find_element(By.CSS_SELECTOR, f"#tree g.chip[data-tag='{record['chosen_tag']}']").click()

@@ -16,7 +16,6 @@ import search.html as tree_html
 from search.html import TREE_VIEW_JS, extract_view_data, render_tree_html, tree_view_data
 from search.tree import NodeStatus, TerminalReason, Tree
 
-from search_dabench import final, step
 from viewer_trees import LABEL, QUESTION, decided, wide_tree
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "jupiter" / "examples"

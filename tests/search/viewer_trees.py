@@ -80,8 +80,9 @@ def wide_tree(size: int = 150, seed: int = 0, thought: str = "Look at the fares 
                                       status=NodeStatus.CODE_ERROR, consecutive_errors=parent.consecutive_errors + 1)
                 live.append(node)
             else:
-                node = tree.add_child(parent, thought=thought, code="import pandas as pd\ndf = pd.read_csv('titanic.csv')\n"
-                                      "print(df['Fare'].describe())",
+                node = tree.add_child(parent, thought=thought,
+                                      code="import pandas as pd\ndf = pd.read_csv('titanic.csv')\n"
+                                           "print(df['Fare'].describe())",
                                       observation="count    891.000000\nmean      34.654321\n",
                                       status=NodeStatus.CODE_OK)
                 live.append(node)

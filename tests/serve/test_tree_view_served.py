@@ -104,7 +104,8 @@ def test_the_page_shows_the_finished_tree_with_the_engines_vote(served: tuple[Se
         lambda d: d.find_element(By.ID, "tree-wrap").get_attribute("data-view") == "final",
         "the page did not read the finished tree's view data")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#tree circle.node")) == result["nodes"]
-    shown = [(r.find_element(By.CSS_SELECTOR, ".tv-vote-key").text, int(r.find_element(By.CSS_SELECTOR, ".tv-vote-count").text),
+    shown = [(r.find_element(By.CSS_SELECTOR, ".tv-vote-key").text,
+              int(r.find_element(By.CSS_SELECTOR, ".tv-vote-count").text),
               r.find_element(By.CSS_SELECTOR, ".tv-vote-match").text)
              for r in browser.find_elements(By.CSS_SELECTOR, "#vote tr.tv-vote-row")]
     assert [(k, c) for k, c, _ in shown] == [(e["key"], e["count"]) for e in result["vote_table"]]
