@@ -9,12 +9,15 @@
 // stacked on y. Each subtree is packed against its left siblings as tightly as its contour allows (level by
 // level), a parent sits midway between its first and last child, and a parent's own level also reserves the
 // band its edges fan out through, so no node or answer chip lies under another subtree's edges. Answer leaves
-// are chips whose width is measured and capped below the column width, so chips can never overlap.
+// are chips whose width is measured and capped (CHIP_MAX); each depth column is as wide as its widest shape
+// plus a margin, so chips can never reach into the next column, and never overlap.
 (function (global) {
   "use strict";
 
   const NS = "http://www.w3.org/2000/svg";
-  const COLUMN = 140;          // px between depth columns (a chip, at most CHIP_MAX wide, fits inside one)
+  const COLUMN_MIN = 56;       // px, the narrowest depth column (room for the edges to curve)
+  const COLUMN_PAD = 24;       // px between the widest shape of a column and the next column's centres
+  const COLUMN_WIDE = 190;     // px, the widest a column is spread to fill a window's width
   const CHIP_MAX = 112;        // px, widest chip including padding
   const CHIP_H = 15;           // px, chip height
   const CHIP_FONT = "600 10.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace";
@@ -44,6 +47,7 @@
     ".tv-legend{position:absolute;bottom:3px;left:8px;right:8px;z-index:2;font:11px system-ui,sans-serif;" +
       "color:#6b7280;background:rgba(255,255,255,.85);pointer-events:none}",
     ".tv-empty{position:absolute;top:40px;left:12px;color:#6b7280}",
+    ".tv-host [hidden]{display:none!important}",
     ".tv-svg circle.node,.tv-svg g.chip{cursor:pointer}",
     ".tv-svg circle.selected{filter:drop-shadow(0 0 3px #111)}",
     ".tv-svg g.chip.chosen rect{filter:drop-shadow(0 0 2px " + "#2463eb)}",
@@ -273,14 +277,21 @@
       return {top: top, bot: bot};
     };
     lay(rootTag);
-    const pos = new Map();
+    const pos = new Map(), reach = [];  // reach[d]: the widest shape right of its centre at depth d
     const place = (tag, depth, y) => {
-      pos.set(tag, {x: depth * COLUMN, y: y});
+      pos.set(tag, {x: 0, y: y, depth: depth});
+      reach[depth] = Math.max(reach[depth] || 0, shape(tag).width);
       const offs = offsets.get(tag);
       if (!offs) return;
       kidsOf(tag).forEach((k, i) => place(k, depth + 1, y + offs[i]));
     };
     place(rootTag, 0, 0);
+    // each column as wide as its widest chip needs (and room for the edges to curve), so a deep tree of short
+    // answers is not stretched by the widest chip a column could hold
+    const columnX = [0];
+    for (let d = 1; d < reach.length; d++) columnX.push(columnX[d - 1] + Math.max(COLUMN_MIN, reach[d - 1] + COLUMN_PAD));
+    for (const p of pos.values()) p.x = columnX[p.depth];
+    pos.columnX = columnX;
     return pos;
   }
 
@@ -330,15 +341,20 @@
     function applyTransform() {
       viewport.setAttribute("transform", "translate(" + state.tx + "," + state.ty + ") scale(" + state.k + ")");
     }
+    /** The drawing area: the SVG less the padding, the toolbar above and the legend below. */
+    function viewSize() {
+      const w = svg.clientWidth || host.clientWidth || 800, h = svg.clientHeight || host.clientHeight || 600;
+      const pad = 16, top = toolbar.offsetHeight + 12, bottom = legend.offsetHeight + 8;
+      return {w: Math.max(50, w - 2 * pad), h: Math.max(50, h - top - bottom), left: pad, top: top};
+    }
     function fit() {
       const b = state.bounds;
       if (!b) return;
-      const w = svg.clientWidth || host.clientWidth || 800, h = svg.clientHeight || host.clientHeight || 600;
-      const pad = 16, top = toolbar.offsetHeight + 12, bottom = legend.offsetHeight + 8;
-      const k = Math.min((w - 2 * pad) / (b.x1 - b.x0), (h - top - bottom) / (b.y1 - b.y0), 1.5);
+      const v = viewSize();
+      const k = Math.min(v.w / (b.x1 - b.x0), v.h / (b.y1 - b.y0), 1.5);
       state.k = k > 0 && isFinite(k) ? k : 1;
-      state.tx = pad + ((w - 2 * pad) - (b.x1 - b.x0) * state.k) / 2 - b.x0 * state.k;
-      state.ty = top + ((h - top - bottom) - (b.y1 - b.y0) * state.k) / 2 - b.y0 * state.k;
+      state.tx = v.left + (v.w - (b.x1 - b.x0) * state.k) / 2 - b.x0 * state.k;
+      state.ty = v.top + (v.h - (b.y1 - b.y0) * state.k) / 2 - b.y0 * state.k;
       applyTransform();
     }
     function zoomAt(factor, cx, cy) {
@@ -381,12 +397,32 @@
     svg.addEventListener("pointerup", endDrag);
     svg.addEventListener("pointercancel", endDrag);
     if (typeof ResizeObserver !== "undefined") {
-      new ResizeObserver(() => { if (!state.userMoved) fit(); }).observe(host);
+      new ResizeObserver(() => { if (!state.userMoved && state.model) draw(); }).observe(host);
     } else {
-      global.addEventListener("resize", () => { if (!state.userMoved) fit(); });
+      global.addEventListener("resize", () => { if (!state.userMoved && state.model) draw(); });
     }
 
     // ---------------------------------------------------------------- drawing
+    /**
+     * A tree that would fit the window by its height leaves the width unused: spread its columns (up to
+     * COLUMN_WIDE apart) until width and height fit together. Only gaps grow, so nothing comes to overlap.
+     */
+    function widenColumns(pos, b) {
+      const size = viewSize();
+      const wanted = (b.y1 - b.y0) * size.w / Math.max(1, size.h);
+      const columnX = pos.columnX;
+      const gaps = columnX.length - 1;
+      if (gaps < 1 || wanted <= b.x1 - b.x0) return false;
+      const extra = (wanted - (b.x1 - b.x0)) / gaps;
+      const shifted = [0];
+      for (let d = 1; d <= gaps; d++) {
+        const gap = columnX[d] - columnX[d - 1];
+        shifted.push(shifted[d - 1] + Math.max(gap, Math.min(gap + extra, COLUMN_WIDE)));
+      }
+      for (const p of pos.values()) p.x = shifted[p.depth];
+      return true;
+    }
+
     function visibleKids(tag) { return state.collapsed.has(tag) ? [] : (state.model.children.get(tag) || []); }
 
     function shapeOf(tag) {
@@ -431,13 +467,17 @@
       const shape = tag => { if (!shapes.has(tag)) shapes.set(tag, shapeOf(tag)); return shapes.get(tag); };
       const pos = tidyLayout(model.root, visibleKids, shape);
       state.pos = pos;
-      let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
-      for (const [tag, p] of pos) {
-        const s = shape(tag);
-        x0 = Math.min(x0, p.x - s.half); x1 = Math.max(x1, p.x + s.width);
-        y0 = Math.min(y0, p.y - s.half); y1 = Math.max(y1, p.y + s.half);
-      }
-      state.bounds = {x0: x0, x1: x1 + 4, y0: y0, y1: y1};
+      const bounds = () => {
+        let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+        for (const [tag, p] of pos) {
+          const s = shape(tag);
+          x0 = Math.min(x0, p.x - s.half); x1 = Math.max(x1, p.x + s.width);
+          y0 = Math.min(y0, p.y - s.half); y1 = Math.max(y1, p.y + s.half);
+        }
+        return {x0: x0, x1: x1 + 4, y0: y0, y1: y1};
+      };
+      state.bounds = bounds();
+      if (widenColumns(pos, state.bounds)) state.bounds = bounds();
       const hlRow = state.highlighted === null ? null : model.rows.find(r => r.key === state.highlighted) || null;
       const hlTags = new Set(hlRow ? hlRow.tags : []);
       const hlPath = new Set();
