@@ -223,6 +223,8 @@ class Server:
         self.pid = self.zygote_pid
         self.is_zygote = True
         self.single_fork = bool(settings.get("single_fork"))
+        self.separate = bool(settings.get("separate_states"))
+        self.level = 0  # user namespaces above this runtime's view (0: the zygote)
         self.needs_pdeathsig = False
         self.children = set()
         self.shell = _make_shell()
@@ -264,8 +266,15 @@ class Server:
             for fd in fds:
                 os.close(fd)
             return {"ok": False, "reason": f"{threads} live threads: fork is unsafe"}
-        if not fds:
-            return {"ok": False, "reason": "no socket passed with the fork request"}
+        if len(fds) < 2:
+            for fd in fds:
+                os.close(fd)
+            return {"ok": False, "reason": "a fork request needs a socket and a workspace folder"}
+        if self.separate and self.level + 1 > _MAX_VIEW_LEVEL:
+            for fd in fds:
+                os.close(fd)
+            return {"ok": False, "reason": f"a branch {self.level + 1} views deep passes the kernel's user "
+                                           "namespace nesting limit: rebuild it from a shallower state"}
         double = not self.is_zygote and not self.single_fork
         gc.freeze()  # the child's collector then skips inherited objects: far fewer copy-on-write page faults
         try:
@@ -277,7 +286,7 @@ class Server:
             try:
                 if double and os.fork() != 0:
                     os._exit(0)
-                self._become_child(request, fds[0], reparented=double or self.is_zygote)
+                self._become_child(request, fds[0], fds[1], reparented=double or self.is_zygote)
             except BaseException:  # noqa: BLE001 - a half-born child must never return into the parent's loop
                 os._exit(70)
             return None
@@ -297,10 +306,11 @@ class Server:
             if done:
                 self.children.discard(pid)
 
-    def _become_child(self, request, fd, reparented):
+    def _become_child(self, request, fd, workspace_fd, reparented):
         os.close(self.conn.detach())
         if self.is_zygote and self.settings.get("uid") is not None:
             _drop_to_cell_user(self.settings.get("rlimits", {}))
+        self.level += 1
         self.conn = socket.socket(fileno=fd)
         self.pid = os.getpid()
         self.children = set()
@@ -310,7 +320,14 @@ class Server:
         os.setpgid(0, 0)
         dest = request["workspace"]
         if request.get("copy", True):
-            _copy_workspace(os.getcwd(), dest)
+            source = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                _copy_tree(source, workspace_fd)
+            finally:
+                os.close(source)
+        if self.separate:
+            _enter_own_view(self.settings)
+        os.close(workspace_fd)
         os.chdir(dest)
         os.environ["PWD"] = dest
         self._arm_faulthandler()
@@ -401,20 +418,158 @@ class Server:
             protocol.send_frame(self.conn, reply)
 
 
-def _copy_workspace(src, dest):
-    """Copy a state's working folder for its branch: folders and files copied, symlinks (the read-only inputs)
-    re-created as links. A lean ``shutil.copytree``: it runs in every new child, where each Python object it
-    touches costs a copy-on-write page fault, and a workspace is usually one folder of input links."""
-    os.mkdir(dest, os.stat(src).st_mode & 0o7777)
-    with os.scandir(src) as entries:
+def _copy_tree(src_fd, dst_fd):
+    """Copy a state's working folder into its branch's (both open folders): folders and files copied, symlinks
+    (the read-only inputs) re-created as links, nothing followed. Descriptors, not paths: the branch's folder is
+    one the host made and handed over, which need not be visible under its name from here. Lean on purpose: it
+    runs in every new child, where each Python object it touches costs a copy-on-write page fault."""
+    with os.scandir(src_fd) as entries:
         for entry in entries:
-            target = os.path.join(dest, entry.name)
+            name = entry.name
             if entry.is_symlink():
-                os.symlink(os.readlink(entry.path), target)
-            elif entry.is_dir():
-                _copy_workspace(entry.path, target)
-            else:
-                shutil.copy2(entry.path, target)
+                os.symlink(os.readlink(name, dir_fd=src_fd), name, dir_fd=dst_fd)
+                continue
+            info = entry.stat(follow_symlinks=False)
+            if entry.is_dir(follow_symlinks=False):
+                os.mkdir(name, info.st_mode & 0o7777, dir_fd=dst_fd)
+                sub_src = os.open(name, _DIR_FLAGS, dir_fd=src_fd)
+                try:
+                    sub_dst = os.open(name, _DIR_FLAGS, dir_fd=dst_fd)
+                    try:
+                        _copy_tree(sub_src, sub_dst)
+                    finally:
+                        os.close(sub_dst)
+                finally:
+                    os.close(sub_src)
+            elif entry.is_file(follow_symlinks=False):
+                _copy_file(name, src_fd, dst_fd, info)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _copy_file(name, src_fd, dst_fd, info):
+    source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_fd)
+    try:
+        target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, info.st_mode & 0o7777,
+                         dir_fd=dst_fd)
+        try:
+            offset = 0
+            while offset < info.st_size:
+                sent = os.sendfile(target, source, offset, info.st_size - offset)
+                if sent == 0:
+                    break
+                offset += sent
+            os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+        finally:
+            os.close(target)
+    finally:
+        os.close(source)
+
+
+# ---- a state's own view of the file system (needs bubblewrap's layout) ---------------------------------------
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+_PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 4, 24, 38
+_MAX_VIEW_LEVEL = 30  # the kernel nests at most 32 user namespaces; keep a margin
+
+
+def _check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source, target, fstype, flags, data=None):
+    _check(_libc.mount(None if source is None else source.encode(), target.encode(),
+                       None if fstype is None else fstype.encode(), ctypes.c_ulong(flags),
+                       None if data is None else data.encode()), f"mount {target}")
+
+
+def _enter_own_view(settings):
+    """Give this new state a ``/tmp`` and ``/dev/shm`` of its own, then drop every capability.
+
+    A new user namespace (the kernel lets an unprivileged process make one; it maps only our own uid) gives the
+    right to a new mount namespace, where ``/tmp`` is a fresh tmpfs holding a copy of the parent's ``/tmp`` files
+    and the sandbox folder (bound again from the view we came from), and ``/dev/shm`` a fresh, empty tmpfs.
+    Another state's ``/tmp`` and ``/dev/shm`` files are out of sight, both are capped in size, and their memory
+    is given back when the state ends (it used to stay until the whole sandbox closed). The mounts come from a
+    namespace that cannot unmount them once the capabilities are dropped (a nested namespace sees them locked).
+    Other states' workspaces are on the same disk folder but unreachable: ``states/`` cannot be listed and
+    workspace names carry a random part (``sandbox.workspace``)."""
+    uid, gid = os.geteuid(), os.getegid()
+    _libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # else /proc/self/uid_map belongs to root after the uid drop
+    _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare")
+    for name, text in (("uid_map", f"{uid} {uid} 1"), ("setgroups", "deny"), ("gid_map", f"{gid} {gid} 1")):
+        fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    mount_root = settings["mount"]
+    sandbox_dir = os.open(mount_root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    old_tmp = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={int(settings['tmp_mb'])}m")
+        os.makedirs(mount_root, mode=0o755)
+        _mount(f"/proc/self/fd/{sandbox_dir}", mount_root, None, _MS_BIND | _MS_REC)
+        top = os.path.relpath(mount_root, "/tmp").split("/")[0]  # the sandbox folder is not a file of the cells
+        with os.scandir(old_tmp) as entries:
+            names = [e.name for e in entries if e.name != top]
+        if names:
+            new_tmp = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                _copy_named(old_tmp, new_tmp, names)
+            finally:
+                os.close(new_tmp)
+    finally:
+        os.close(old_tmp)
+        os.close(sandbox_dir)
+    _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={int(settings['shm_mb'])}m")
+    _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    _drop_capabilities()
+
+
+def _copy_named(src_fd, dst_fd, names):
+    for name in names:
+        try:
+            info = os.stat(name, dir_fd=src_fd, follow_symlinks=False)
+            if os.path.stat.S_ISLNK(info.st_mode):
+                os.symlink(os.readlink(name, dir_fd=src_fd), name, dir_fd=dst_fd)
+            elif os.path.stat.S_ISDIR(info.st_mode):
+                os.mkdir(name, info.st_mode & 0o7777, dir_fd=dst_fd)
+                sub_src = os.open(name, _DIR_FLAGS, dir_fd=src_fd)
+                sub_dst = os.open(name, _DIR_FLAGS, dir_fd=dst_fd)
+                try:
+                    _copy_tree(sub_src, sub_dst)
+                finally:
+                    os.close(sub_src)
+                    os.close(sub_dst)
+            elif os.path.stat.S_ISREG(info.st_mode):
+                _copy_file(name, src_fd, dst_fd, info)
+        except OSError:
+            pass  # a file of the parent's /tmp that cannot be copied (full, vanished) is not worth a failed branch
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities():
+    """No capability left (those of the new user namespace included) and none to be gained by exec."""
+    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    for cap in range(64):
+        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break  # EINVAL past the last capability this kernel knows
+    header = _CapHeader(0x20080522, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
 
 
 def _reap(_signum, _frame):

@@ -62,6 +62,11 @@ class SandboxConfig:
     """RLIMIT_NPROC (only enforced for a non-root user: see ``run_as_uid``)."""
     max_file_size_mb: int | None = 1024
     """RLIMIT_FSIZE: largest file a cell may write (MiB); bigger writes fail with an OSError in the cell."""
+    tmp_size_mb: int = 1024
+    """Size of each state's private ``/tmp`` (a tmpfs; with bubblewrap). Its memory counts in the state's memory
+    limit where a memory cgroup holds, and is given back when the state ends."""
+    shm_size_mb: int = 512
+    """Size of each state's private ``/dev/shm`` (a tmpfs; with bubblewrap), counted like ``tmp_size_mb``."""
     max_output_chars: int = 1_000_000
     """Output kept per cell (characters of text and rich data); the rest is dropped and counted (TRUNCATED)."""
     observation_chars: int = 4000
@@ -113,6 +118,10 @@ class SandboxConfig:
                 fail(name, "must be positive or None")
         if self.memory_limit_mb is not None and self.memory_limit_mb < 256:
             fail("memory_limit_mb", "must be at least 256 MiB (Python and IPython need it to start)")
+        for name in ("tmp_size_mb", "shm_size_mb"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                fail(name, "must be a whole number of MiB >= 1")
         for name in ("max_output_chars", "observation_chars"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 100):

@@ -139,8 +139,8 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
-def _request_fork(sock: socket.socket, request: dict,
-                  deadline: float) -> tuple[socket.socket, int, int, int | None] | None:
+def _request_fork(sock: socket.socket, request: dict, deadline: float,
+                  workspace: Path) -> tuple[socket.socket, int, int, int | None] | None:
     """Ask the runtime on ``sock`` to fork. Returns ``(socket, host_pid, ns_pid, fault_fd)`` of the child (the
     descriptor of its crash-report memfd, if it sent one), or None when the runtime refused (unsafe to fork).
     Raises RuntimeDied / protocol.FrameTimeout."""
@@ -148,7 +148,12 @@ def _request_fork(sock: socket.socket, request: dict,
     host_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     try:
         try:
-            protocol.send_frame(sock, request, fds=(child_end.fileno(),))
+            # the workspace goes as an open folder: the child copies into it by descriptor, whatever its view
+            folder = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                protocol.send_frame(sock, request, fds=(child_end.fileno(), folder))
+            finally:
+                os.close(folder)
         finally:
             child_end.close()
         reply, _, _ = protocol.recv_frame(sock, deadline)
@@ -217,10 +222,11 @@ class ForkRuntime:
     def fork(self, workspace: Path, generation: int, timeout_s: float) -> "ForkRuntime | None":
         """A new runtime holding a copy of this state, working in ``workspace`` (copied from ours).
         None when forking is unsafe (extra live threads)."""
+        self.zygote.layout.make_state_dir(workspace)
         try:
             got = _request_fork(self.sock, {"op": "fork", "workspace": self.zygote.plan.inside(workspace),
                                             "copy": True},
-                                time.monotonic() + timeout_s)
+                                time.monotonic() + timeout_s, workspace)
         except (protocol.ConnectionClosed, BrokenPipeError, ConnectionResetError) as exc:
             note = self._death_note()
             self.kill()
@@ -297,6 +303,9 @@ class Zygote:
         settings = {
             "fd": child_end.fileno(), "output_cap": config.max_output_chars, "home": plan.inside(layout.home), "rlimits": config.rlimits() if rlimits is None else rlimits, "uid": plan.uid,
             "preload": list(config.preload_modules), "single_fork": plan.bwrap, "nice": config.nice,
+            # each state's own /tmp and /dev/shm (``_server._enter_own_view``): bubblewrap's layout is needed
+            "separate_states": plan.bwrap, "mount": None if plan.mount is None else str(plan.mount),
+            "tmp_mb": config.tmp_size_mb, "shm_mb": config.shm_size_mb,
             # without bubblewrap the runtime is our child: it checks that we are still there once it is set to
             # die with us (bwrap --die-with-parent does both otherwise)
             "host_pid": None if plan.bwrap else os.getpid(),
@@ -372,7 +381,7 @@ class Zygote:
             try:
                 got = _request_fork(self.sock, {"op": "fork", "workspace": self.plan.inside(workspace),
                                                 "copy": False},
-                                    time.monotonic() + self.config.startup_timeout_s)
+                                    time.monotonic() + self.config.startup_timeout_s, workspace)
             except (BrokenPipeError, ConnectionResetError) as exc:
                 raise RuntimeDied(f"the sandbox runtime is gone: {exc}") from exc
         if got is None:

@@ -92,7 +92,7 @@ class Sandbox:
         self.process_budget = ProcessBudget.NONE
         drop_uid = (cfg.backend == Backend.FORK and os.geteuid() == 0 and cfg.run_as_uid is not None
                     and cfg.isolation.value != "none" and bwrap_works())
-        self.layout = Layout(cfg.root_dir, shared_writable=drop_uid)
+        self.layout = Layout(cfg.root_dir, shared_writable=drop_uid, cell_uid=cfg.run_as_uid if drop_uid else None)
         try:
             if cfg.backend == Backend.FORK:
                 self.isolation: IsolationPlan = plan_isolation(cfg, self.layout.root, (self.layout.inputs,))
@@ -349,8 +349,7 @@ class Sandbox:
     def _fresh_runtime(self, state: State, reuse_workspace: bool) -> Any:
         info: _RootInfo = state._root_info
         if not reuse_workspace:
-            state._workspace.mkdir(parents=True)
-            os.chmod(state._workspace, self.layout.states.stat().st_mode & 0o777)
+            self.layout.make_state_dir(state._workspace)
             for name in info.input_names:
                 (state._workspace / name).symlink_to(os.path.relpath(info.inputs_dir / name, state._workspace))
         generation = next(self._generations)

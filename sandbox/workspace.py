@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -24,14 +25,18 @@ class WorkspaceError(ValueError):
 class Layout:
     """Folders of one Sandbox under ``root``: ``inputs/``, ``states/``, ``home/``, ``trash/``."""
 
-    def __init__(self, root: Path | None, shared_writable: bool) -> None:
+    def __init__(self, root: Path | None, shared_writable: bool, cell_uid: int | None = None) -> None:
         self.owned = root is None
         self.root = Path(tempfile.mkdtemp(prefix="jupiter-sandbox-")) if root is None else Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.root = self.root.resolve()
+        self.cell_uid = cell_uid if shared_writable else None
         self._mode = 0o777 if shared_writable else 0o755
         self.inputs = self._dir("inputs", 0o755)
-        self.states = self._dir("states", self._mode)
+        # Cells run as one user: where they do, ``states/`` is the host's and cannot be listed (0711), and each
+        # workspace belongs to that user alone (0700) under a name with a random part, so that a cell cannot find
+        # another state's files (``new_state_dir``).
+        self.states = self._dir("states", 0o711 if self.cell_uid is not None else self._mode)
         self.home = self._dir("home", self._mode)
         self.trash = self._dir("trash", 0o700)
         os.chmod(self.root, 0o755)
@@ -43,9 +48,22 @@ class Layout:
         os.chmod(path, mode)
         return path
 
-    def new_state_dir(self) -> Path:
-        """A fresh, not yet existing path for a state's working directory."""
-        return self.states / f"s{next(self._ids):06d}"
+    def new_state_dir(self, key: int | None = None) -> Path:
+        """A fresh, not yet existing path for a state's working directory: ``s<number>-<random>``."""
+        number = next(self._ids) if key is None else key
+        return self.states / f"s{number:06d}-{secrets.token_hex(8)}"
+
+    def make_state_dir(self, path: Path) -> None:
+        """Create a state's (empty) working folder, owned by the cells' user where they run as one (what an
+        earlier, failed attempt left there is discarded)."""
+        if path.exists():
+            self.discard(path)
+        path.mkdir()
+        if self.cell_uid is not None:
+            os.chown(path, self.cell_uid, self.cell_uid)
+            os.chmod(path, 0o700)
+        else:
+            os.chmod(path, self._mode)
 
     def make_root_workspace(self, input_files: Iterable[Path]) -> tuple[Path, Path]:
         """Copy ``input_files`` into a read-only input folder and make a workspace that links to them.
@@ -55,9 +73,8 @@ class Layout:
         key = next(self._ids)
         inputs_dir = self.inputs / f"r{key:06d}"
         inputs_dir.mkdir()
-        workspace = self.states / f"s{key:06d}"
-        workspace.mkdir()
-        os.chmod(workspace, self._mode)
+        workspace = self.new_state_dir(key)
+        self.make_state_dir(workspace)
         seen: set[str] = set()
         for item in input_files:
             src = Path(item)

@@ -42,7 +42,62 @@ def test_a_dead_zygote_is_restarted_and_the_tree_goes_on(box):
     child.run("y = 6")
     os.killpg(box._zygote.pid, signal.SIGKILL)
     box._zygote._proc.wait(timeout=10)
+    deadline = time.monotonic() + 10  # the states follow the zygote (parent-death signal, PID namespace)
+    while child._runtime.alive and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert child.run("x * y").result == "30"
     assert root.branch().run("x").result == "5"
     assert box.open_root().run("1").result == "1"
     assert box.stats().zygote_restarts == 1
+
+
+def _isolated(box) -> None:
+    if not box.isolation.bwrap:
+        pytest.skip("bubblewrap not available: states share the host's view (see test_fallback_says_what_it_lacks)")
+
+
+def test_a_state_cannot_reach_another_states_files(box, data_csv):
+    """States used to share one writable ``states/`` folder and one uid: a cell listed it, rewrote the root's files
+    and a sibling's. Now a cell finds no other workspace: the folder cannot be listed, names are not guessable,
+    and other states' processes do not show their folders in /proc."""
+    _isolated(box)
+    root = box.open_root([data_csv])
+    root.run("import shutil\nopen('mine.txt', 'w').write('root')\nshutil.copy('data.csv', 'copy.txt')")
+    sibling = root.branch()
+    sibling.run("open('mine.txt', 'w').write('sibling')")
+    attacker = root.branch()
+    ex = attacker.run(
+        "import os\nbase = os.path.dirname(os.getcwd())\nnames = ['s000001', 's000002']\n"
+        "try:\n    names += os.listdir(base)\nexcept OSError:\n    print('cannot list')\n"
+        "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "    for link in ('cwd', 'root'):\n"
+        "        try:\n            names.append(os.readlink(f'/proc/{pid}/{link}'))\n        except OSError:\n"
+        "            pass\n"
+        "hits = []\n"
+        "for name in set(names) - {os.getcwd(), os.path.basename(os.getcwd()), '/'}:\n"
+        "    for file in ('mine.txt', 'new.txt'):\n"
+        "        try:\n"
+        "            open(os.path.join(base, name, file), 'w').write('corrupt')\n"
+        "            hits.append((name, file))\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "print('hits', hits)")
+    assert "cannot list" in ex.stdout and "hits []" in ex.stdout, ex.stdout
+    assert root.read_file("mine.txt") == b"root" and root.read_file("copy.txt") == data_csv.read_bytes()
+    assert sibling.read_file("mine.txt") == b"sibling"
+    assert not (root.workspace / "new.txt").exists() and not (sibling.workspace / "new.txt").exists()
+    # the workspace itself works as before: its files are the state, copied to a branch
+    assert attacker.run("open('mine.txt').read()").result == "'root'"
+
+
+def test_tmp_and_shm_are_private_to_a_state(box):
+    _isolated(box)
+    root = box.open_root()
+    root.run("open('/tmp/root.txt', 'w').write('r')\nopen('/dev/shm/root.bin', 'wb').write(b'r')")
+    child = root.branch()
+    sibling = root.branch()
+    sibling.run("open('/tmp/sibling.txt', 'w').write('s')\nopen('/dev/shm/sibling.bin', 'wb').write(b's')")
+    seen = child.run("import os\nsorted(os.listdir('/tmp')), sorted(os.listdir('/dev/shm'))").result
+    # a branch inherits its parent's /tmp files (they are part of what the cells did), never a sibling's
+    assert "root.txt" in seen and "sibling" not in seen
+    assert "root.bin" not in seen  # shared memory files do not outlive their state's view
