@@ -7,11 +7,19 @@ skips them. A torn last line (a crash mid-write) is ignored and overwritten by t
 A line holds everything a report needs without the tree: the decided answer, the vote and value answers,
 every candidate with the iteration it was found in, the label, the cost counters, and benchmark-specific
 fields added by the runner (``extra``).
+
+When an invocation dies before its tasks are done (the policy backend crashed, a server went away), the run
+folder says so in ``failure.json`` (``RunFailure``: the error, what finished, what did not); the reports
+read it, so a failed run never looks like a finished run with zero tasks. A later invocation that finishes
+every task removes it.
 """
 
 from __future__ import annotations
 
+import enum
+import json
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +28,8 @@ from typing import Any, Iterable, Iterator, Mapping
 from jupiter.appendlog import append_record, read_records, repair_tail, write_records
 
 __all__ = ["CandidateRecord", "TaskRecord", "ResultsLog", "record_from_result", "candidate_iteration",
-           "iteration_numbers", "write_jsonl"]
+           "iteration_numbers", "write_jsonl", "FailureSource", "RunFailure", "FAILURE_FILE", "write_failure",
+           "read_failure", "clear_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -253,3 +262,98 @@ class ResultsLog:
 def write_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
     """Write rows as JSONL in one go (for derived files such as the official ``responses.jsonl``)."""
     write_records(path, rows, default=str)
+
+
+#: the failure record's name in a run folder
+FAILURE_FILE = "failure.json"
+
+
+class FailureSource(str, enum.Enum):
+    """What broke an invocation: the policy backend (a ``PolicyError``) or anything else in the run."""
+
+    POLICY = "policy"
+    RUN = "run"
+
+
+@dataclass(frozen=True)
+class RunFailure:
+    """``failure.json``: why an invocation stopped before its tasks were done, and where it left the run.
+
+    Attributes:
+        source: the policy backend, or the run itself (value model, driver).
+        backend: the policy, as ``name (--llm SPEC)``; empty when unknown.
+        error: the exception that ended the run, one line (``Type: message``).
+        cause: the innermost exception of its chain, one line (the backend's own error).
+        finished: ids of the selected tasks in ``results.jsonl`` when it stopped (also earlier invocations').
+        unfinished: ids of the selected tasks not searched to the end (a rerun searches them).
+        at: local time it stopped (ISO 8601, seconds).
+        traceback: the full traceback, for a bug report.
+    """
+
+    source: FailureSource
+    backend: str
+    error: str
+    cause: str
+    finished: tuple[str, ...]
+    unfinished: tuple[str, ...]
+    at: str
+    traceback: str = ""
+
+    def line(self, path: str | Path | None = None) -> str:
+        """One line for the console: who failed and why, how far the run got, where it is recorded."""
+        who = f"the policy backend {self.backend}" if self.source is FailureSource.POLICY else "the run"
+        if self.source is FailureSource.RUN and self.backend:
+            who += f" (policy {self.backend})"
+        error = self.error if self.cause in self.error else f"{self.error} (cause: {self.cause})"
+        total = len(self.finished) + len(self.unfinished)
+        where = f" (recorded in {path})" if path is not None else ""
+        return (f"{who} failed: {error}; {len(self.finished)} of {total} task(s) finished, "
+                f"{len(self.unfinished)} unfinished{where}; rerun the same command to resume")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source.value, "backend": self.backend, "error": self.error, "cause": self.cause,
+                "finished": list(self.finished), "unfinished": list(self.unfinished), "at": self.at,
+                "traceback": self.traceback}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunFailure":
+        try:
+            source = FailureSource(d.get("source", FailureSource.RUN.value))
+        except ValueError:
+            source = FailureSource.RUN
+        return cls(source=source, backend=str(d.get("backend") or ""), error=str(d.get("error") or ""),
+                   cause=str(d.get("cause") or ""), finished=tuple(str(i) for i in d.get("finished") or ()),
+                   unfinished=tuple(str(i) for i in d.get("unfinished") or ()), at=str(d.get("at") or ""),
+                   traceback=str(d.get("traceback") or ""))
+
+
+def write_failure(run_dir: str | Path, failure: RunFailure) -> Path:
+    """Write ``failure.json`` into ``run_dir`` (whole or not at all: a temporary file, then a rename)."""
+    path = Path(run_dir) / FAILURE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(failure.to_dict(), indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+def read_failure(run_dir: str | Path) -> RunFailure | None:
+    """The run's failure record, or None (no file, or one that cannot be read: logged)."""
+    path = Path(run_dir) / FAILURE_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("%s: cannot read the failure record (%s)", path, exc)
+        return None
+    return RunFailure.from_dict(data) if isinstance(data, dict) else None
+
+
+def clear_failure(run_dir: str | Path) -> bool:
+    """Remove ``failure.json`` (the run has caught up); True when there was one."""
+    try:
+        (Path(run_dir) / FAILURE_FILE).unlink()
+    except FileNotFoundError:
+        return False
+    return True

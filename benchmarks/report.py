@@ -93,9 +93,33 @@ def plot_curves(curves: Sequence[Curve], path: Path, title: str, ylabel: str = "
     return path
 
 
+def _status_lines(summary: Mapping[str, Any]) -> list[str]:
+    """A failed or unfinished run says so first: the error, what finished, what did not, how to resume."""
+    status = summary.get("status")
+    if status not in ("failed", "incomplete"):
+        return []
+    unfinished = [str(i) for i in summary.get("unfinished") or ()]
+    shown = ", ".join(unfinished[:20]) + (f", … ({len(unfinished) - 20} more)" if len(unfinished) > 20 else "")
+    finished, selected = summary.get("finished", 0), summary.get("selected", "?")
+    lines = []
+    failure = summary.get("failure") or {}
+    if status == "failed":
+        who = failure.get("backend") or "the run"
+        lines += [f"**Run failed** ({failure.get('source', 'run')}: {who}) at {failure.get('at', '?')}:", "",
+                  f"    {failure.get('error', '')}", ""]
+        if failure.get("cause") and failure["cause"] not in failure.get("error", ""):
+            lines += [f"Cause: `{failure['cause']}`", ""]
+    else:
+        lines += ["**Run not finished** (interrupted, or still running).", ""]
+    lines += [f"- finished: {finished} of {selected} selected tasks; unfinished: {shown or '–'}",
+              "- the figures below cover the finished tasks (the *all tasks* figures count the unfinished ones "
+              "as wrong); rerun the same command to search the unfinished tasks", ""]
+    return lines
+
+
 def _markdown(summary: Mapping[str, Any], curves: Sequence[Curve], plot: Path | None) -> str:
     name = summary.get("benchmark", "benchmark")
-    lines = [f"# {name} run summary", ""]
+    lines = [f"# {name} run summary", ""] + _status_lines(summary)
     if summary.get("run"):
         run = summary["run"]
         lines += [f"- {k}: `{v}`" for k, v in run.items()] + [""]

@@ -4,6 +4,11 @@ A run is a folder: ``run.json`` (what was run), ``results.jsonl`` (one line per 
 tree finishes), ``trees/<id>.json`` (optional), then the report files. The loop skips the ids already in
 ``results.jsonl``, hands the rest to the batched driver (``search.driver.solve_many``: many trees share each
 policy call) or to the Ray driver, and streams results to disk as they come.
+
+When the invocation dies (the policy backend crashed, a server went away), ``failure.json`` records the error
+and which tasks finished and which did not (``benchmarks.records.RunFailure``), the exception goes on to the
+caller, and the reports say the run failed; rerunning searches the unfinished tasks and, once every task is
+done, removes the record.
 """
 
 from __future__ import annotations
@@ -13,15 +18,18 @@ import json
 import logging
 import re
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from jupiter.task import Task
 
-from benchmarks.records import ResultsLog, TaskRecord
+from benchmarks.records import (FAILURE_FILE, FailureSource, ResultsLog, RunFailure, TaskRecord, clear_failure,
+                                write_failure)
 
-__all__ = ["RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailableError", "write_run_info", "sandbox_factory"]
+__all__ = ["RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailableError", "write_run_info", "sandbox_factory",
+           "record_failure", "describe_backend"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +50,7 @@ class RunOptions:
     progress: bool = True  # a tqdm bar on stderr
     save_trees: bool = True  # trees/<id>.json for each task
     ray: bool = False
+    llm: str = ""  # the policy spec (``--llm``), named in the failure record
 
 
 @dataclass
@@ -113,6 +122,48 @@ def write_run_info(out_dir: Path, info: dict[str, Any]) -> None:
     path.write_text(json.dumps(info, indent=2, default=str) + "\n", encoding="utf-8")
 
 
+def describe_backend(policy: Any, llm: str = "") -> str:
+    """The policy as a failure record names it: ``vllm (--llm default)``, or the spec alone (Ray)."""
+    name = str(getattr(policy, "name", "") or (type(policy).__name__ if policy is not None else ""))
+    if name and llm:
+        return f"{name} (--llm {llm})"
+    return name or (f"--llm {llm}" if llm else "")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= 600 else text[:597] + "..."
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    seen = {id(exc)}
+    while True:
+        inner = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+        if inner is None or id(inner) in seen:
+            return exc
+        seen.add(id(inner))
+        exc = inner
+
+
+def record_failure(out_dir: Path, exc: BaseException, task_ids: Sequence[str], backend: str) -> tuple[RunFailure, Path]:
+    """Write ``failure.json`` for ``exc``: which of ``task_ids`` are in ``results.jsonl`` and which are not."""
+    from jupiter.llm.types import PolicyError
+
+    done = ResultsLog(out_dir / "results.jsonl").done_ids
+    failure = RunFailure(
+        source=FailureSource.POLICY if isinstance(exc, PolicyError) else FailureSource.RUN,
+        backend=backend,
+        error=_one_line(exc),
+        cause=_one_line(_root_cause(exc)),
+        finished=tuple(i for i in task_ids if i in done),
+        unfinished=tuple(i for i in task_ids if i not in done),
+        at=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        traceback="".join(traceback.format_exception(exc)),
+    )
+    return failure, write_failure(out_dir, failure)
+
+
 def run_loop(
     tasks: Sequence[Task],
     *,
@@ -130,13 +181,17 @@ def run_loop(
     ``to_record(result, task)`` turns a ``SearchResult`` into the task's line (benchmark-specific fields).
     Interrupting (Ctrl-C) loses only the trees in flight; rerunning resumes. A tree the driver ended early
     (``result.interrupted``) is not a finished task: it is not recorded (a rerun searches it again), and once
-    the driver has handed back every tree the ``KeyboardInterrupt`` is raised again for the caller.
+    the driver has handed back every tree the ``KeyboardInterrupt`` is raised again for the caller. Any other
+    exception (a dead policy backend) is recorded in ``failure.json`` and raised again; a later call that
+    finishes every task removes that record.
     """
     results = ResultsLog(options.out_dir / "results.jsonl")
     done = results.done_ids
     pending = [t for t in tasks if t.id not in done]
     outcome = RunOutcome(skipped=len(tasks) - len(pending))
     if not pending:
+        if clear_failure(options.out_dir):
+            log.info("%s: every task is finished; removed the old %s", options.out_dir, FAILURE_FILE)
         return outcome
     by_id = {t.id: t for t in pending}
     solve = solver or solver_for(options.ray)
@@ -168,6 +223,13 @@ def run_loop(
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(errors=outcome.failed)
+    except Exception as exc:  # the run cannot go on: say where it stopped, then let the caller report it
+        if bar is not None:
+            bar.close()
+            bar = None
+        failure, path = record_failure(options.out_dir, exc, [t.id for t in tasks], describe_backend(policy, options.llm))
+        log.debug("%s: %s", path, failure.error)
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -176,4 +238,6 @@ def run_loop(
         log.warning("interrupted: %d unfinished task(s) not recorded (%s); a rerun searches them again",
                     len(interrupted), ", ".join(interrupted[:5]))
         raise KeyboardInterrupt
+    if results.done_ids >= {t.id for t in tasks}:
+        clear_failure(options.out_dir)
     return outcome

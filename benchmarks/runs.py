@@ -2,11 +2,14 @@
 
 Each ``run_*`` solves the tasks not yet finished in ``options.out_dir`` and then calls ``report_*``, which
 recomputes the summary from ``results.jsonl`` alone — so a report can be rebuilt at any time, including for an
-interrupted run, without touching the search.
+interrupted run, without touching the search. Every summary says whether the run is ``complete``,
+``incomplete`` (interrupted, or still running) or ``failed`` (``failure.json``: the error that stopped it),
+with the selected and the unfinished task ids, so a run that died never reads as a finished one.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -21,7 +24,7 @@ from benchmarks.curves import accuracy_curves
 from benchmarks.dabench import DabenchData, cost_summary, dabench_correct, official_responses, summarize_dabench
 from benchmarks.dsbench.scoring import SubmissionScore, rpg, score_submission
 from benchmarks.dsbench.tasks import DsbenchSpec
-from benchmarks.records import ResultsLog, TaskRecord, iteration_numbers, record_from_result, write_jsonl
+from benchmarks.records import ResultsLog, TaskRecord, iteration_numbers, read_failure, record_from_result, write_jsonl
 from benchmarks.report import write_report
 from benchmarks.runner import RunOptions, RunOutcome, run_loop, sandbox_factory
 from search.file_capture import CapturingSandbox, SubmissionCapture, submission_files
@@ -42,6 +45,26 @@ log = logging.getLogger(__name__)
 
 def _records(out_dir: Path) -> list[TaskRecord]:
     return ResultsLog(out_dir / "results.jsonl").records()
+
+
+class RunStatus(str, enum.Enum):
+    """Where a run folder stands (``summary["status"]``)."""
+
+    COMPLETE = "complete"  # every selected task finished
+    INCOMPLETE = "incomplete"  # some did not, and no failure is recorded (interrupted, or still running)
+    FAILED = "failed"  # some did not because the run died: ``failure.json`` says why
+
+
+def _run_status(out_dir: Path, selected: Sequence[str], records: Sequence[TaskRecord]) -> dict[str, Any]:
+    """``status``, ``selected``, ``unfinished`` (ids) and, for a failed run, ``failure`` (without traceback)."""
+    finished = {r.id for r in records}
+    unfinished = [i for i in selected if i not in finished]
+    failure = read_failure(out_dir) if unfinished else None
+    status = RunStatus.COMPLETE if not unfinished else RunStatus.FAILED if failure else RunStatus.INCOMPLETE
+    out: dict[str, Any] = {"status": status.value, "selected": len(selected), "unfinished": unfinished}
+    if failure is not None:
+        out["failure"] = {k: v for k, v in failure.to_dict().items() if k not in ("traceback", "finished", "unfinished")}
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ DABench
@@ -82,6 +105,7 @@ def report_dabench(out_dir: Path, data: DabenchData, run: dict[str, Any] | None 
     records = [r for r in _records(out_dir) if r.id in wanted]
     write_jsonl(out_dir / "responses.jsonl", official_responses(records))
     summary = _name_denominators(summarize_dabench(records, data))
+    summary.update(_run_status(out_dir, [t.id for t in data.tasks], records))
     if run:
         summary["run"] = run
     labels = {str(label["id"]): label for label in data.labels}
@@ -147,6 +171,7 @@ def report_aime(out_dir: Path, tasks: Sequence[Task], run: dict[str, Any] | None
     wanted = {t.id for t in tasks}
     records = [r for r in _records(out_dir) if r.id in wanted]
     summary = summarize_aime(records, total=len(tasks))
+    summary.update(_run_status(out_dir, [t.id for t in tasks], records))
     if run:
         summary["run"] = run
     curves = accuracy_curves(records, lambda c, r: float(aime_correct(c.answer, r.label)))
@@ -378,6 +403,7 @@ def report_dsbench(out_dir: Path, data: DsbenchData, run: dict[str, Any] | None 
     summary["scoring_rule"] = "every executed node that wrote submission.csv is scored"
     summary["paper_figures"] = {"task_success": "metrics.success_rate_any", "rpg": "metrics.rpg_best"}
     summary["finished"] = len(records)
+    summary.update(_run_status(out_dir, [s.name for s in data.specs], records))
     if run:
         summary["run"] = run
 

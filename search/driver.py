@@ -175,7 +175,13 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
         histories: list[list[Message]] = [r.run.tree.messages(r.node) for r in group]
         params = make_sampling_params(config, n=n, seed=call_rng.randrange(2**31))
         started = time.perf_counter()
-        outputs = policy.generate(histories, params)
+        try:
+            outputs = policy.generate(histories, params)
+        except Exception as exc:  # any backend's crash reaches the caller as the policy's failure
+            failure = _policy_failure(policy, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
         seconds = time.perf_counter() - started
         if len(outputs) != len(group):
             raise RuntimeError(f"policy returned {len(outputs)} completion lists for {len(group)} histories")
@@ -211,6 +217,17 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
                         apply_malformed(child, request.node, config)
                 children.append((request, child))
     return children, len(groups)
+
+
+def _policy_failure(policy: PolicyLike, exc: Exception) -> Exception:
+    """``exc`` as a ``PolicyError`` naming the backend (unchanged when it is one), so callers can tell a dead
+    policy from a bug in the search; the backend's own exception stays chained as the cause."""
+    from jupiter.llm.types import PolicyError
+
+    if isinstance(exc, PolicyError):
+        return exc
+    name = getattr(policy, "name", None) or type(policy).__name__
+    return PolicyError(f"{name} policy failed: {type(exc).__name__}: {exc}")
 
 
 def _run_cells(children: list[tuple[_Request, Node]], pool: ThreadPoolExecutor, config: SearchConfig) -> None:
@@ -399,7 +416,8 @@ def solve_many(
     active trees, cells on at most ``config.max_concurrent_cells`` threads, one value call. Results come in
     finishing order. Randomness: each tree's tie-breaking RNG and the per-call sampling seeds derive from
     ``seed`` (no global random state). Stopping the iterator early closes the open sandboxes. An exception
-    from the policy or the value model propagates (the trees in flight are lost; their sandboxes are closed);
+    from the policy (as a ``PolicyError``, the backend's own exception chained) or the value model
+    propagates (the trees in flight are lost; their sandboxes are closed);
     a sandbox that fails to open ends only its own tree, with ``SearchResult.error`` set.
 
     ``on_update(TreeUpdate)`` is called on this thread once per tree per step with the nodes that step added

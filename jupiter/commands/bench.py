@@ -8,6 +8,9 @@
     jupiter bench compare RUN_DIR RUN_DIR ... [--plot FILE]
 
 A run folder is resumable: rerunning the same command skips the tasks already in ``results.jsonl``.
+When the policy backend dies mid-run the command prints one line naming the backend and the cause, exits
+with 1, and leaves ``failure.json`` (what finished, what did not, the error) beside a report that says the
+run failed; rerunning the same command searches the unfinished tasks.
 """
 
 from __future__ import annotations
@@ -143,7 +146,24 @@ def _options(args: argparse.Namespace, out_dir: Path) -> Any:
     from benchmarks.runner import RunOptions
 
     return RunOptions(out_dir=out_dir, seed=args.seed, progress=not args.no_progress,
-                      save_trees=not args.no_trees and not args.ray, ray=args.ray)
+                      save_trees=not args.no_trees and not args.ray, ray=args.ray, llm=args.llm)
+
+
+def _failed(args: argparse.Namespace, out_dir: Path, exc: Exception, task_ids: list[str], policy: Any,
+            report: Any) -> int:
+    """The run died (``exc``): record it in ``failure.json``, rebuild the report over what finished, say it
+    in one line naming the backend and the cause, and exit 1. The traceback is in ``failure.json`` (and in
+    the log with ``-v``)."""
+    from benchmarks.runner import describe_backend, record_failure
+
+    log.debug("the run failed", exc_info=exc)
+    failure, path = record_failure(out_dir, exc, task_ids, describe_backend(policy, args.llm))
+    try:
+        report()
+    except Exception:  # the failure line matters more than the report
+        log.exception("%s: could not rebuild the report", out_dir)
+    print(f"jupiter bench: error: {failure.line(path)}", file=sys.stderr)
+    return 1
 
 
 def _print_result(out_dir: Path, outcome: Any, summary: dict[str, Any]) -> None:
@@ -215,7 +235,13 @@ def run_dabench_command(args: argparse.Namespace) -> int:
     def go(config, policy, value, out_dir, solver, write_run_info) -> int:
         info = _run_info(args, "dabench", config, data.folder)
         write_run_info(out_dir, info)
-        outcome, summary = run_dabench(data, policy, config, _options(args, out_dir), value=value, solver=solver)
+        try:
+            outcome, summary = run_dabench(data, policy, config, _options(args, out_dir), value=value, solver=solver)
+        except TaskError:
+            raise
+        except Exception as exc:
+            return _failed(args, out_dir, exc, [t.id for t in data.tasks], policy,
+                           lambda: report_dabench(out_dir, data, run=_run_brief(info)))
         summary = report_dabench(out_dir, data, run=_run_brief(info))
         _print_result(out_dir, outcome, summary)
         return 0
@@ -233,7 +259,13 @@ def run_aime_command(args: argparse.Namespace) -> int:
     def go(config, policy, value, out_dir, solver, write_run_info) -> int:
         info = _run_info(args, "aime2025", config, args.data or default_data_dir("aime2025"))
         write_run_info(out_dir, info)
-        outcome, summary = run_aime(tasks, policy, config, _options(args, out_dir), value=value, solver=solver)
+        try:
+            outcome, summary = run_aime(tasks, policy, config, _options(args, out_dir), value=value, solver=solver)
+        except TaskError:
+            raise
+        except Exception as exc:
+            return _failed(args, out_dir, exc, [t.id for t in tasks], policy,
+                           lambda: report_aime(out_dir, tasks, run=_run_brief(info)))
         summary = report_aime(out_dir, tasks, run=_run_brief(info))
         _print_result(out_dir, outcome, summary)
         return 0
@@ -264,8 +296,14 @@ def run_dsbench_command(args: argparse.Namespace) -> int:
         info["tasks"] = [s.name for s in data.specs]
         info["tasks_json"] = str(args.tasks_json) if args.tasks_json else None
         write_run_info(out_dir, info)
-        outcome, _ = run_dsbench(data, policy, config, _options(args, out_dir), value=value,
-                                 simplify=not args.no_simplify, model_key=args.llm, solver=solver)
+        try:
+            outcome, _ = run_dsbench(data, policy, config, _options(args, out_dir), value=value,
+                                     simplify=not args.no_simplify, model_key=args.llm, solver=solver)
+        except TaskError:
+            raise
+        except Exception as exc:  # also a policy that dies while simplifying the task texts
+            return _failed(args, out_dir, exc, [s.name for s in data.specs], policy,
+                           lambda: report_dsbench(out_dir, data, run=_run_brief(info)))
         summary = report_dsbench(out_dir, data, run=_run_brief(info))
         _print_result(out_dir, outcome, summary)
         return 0

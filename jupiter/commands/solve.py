@@ -218,7 +218,29 @@ def run_batch_on_ray(args: argparse.Namespace) -> int:
     to_dict = getattr(summary, "to_dict", None)
     print(json.dumps(to_dict() if callable(to_dict) else vars(summary), default=str))
     print(f"wrote {out}", file=sys.stderr)
-    return 1 if (summary.tree_errors or summary.gave_up) else 0
+    if summary.tree_errors or summary.gave_up:
+        print(f"jupiter: error: {_ray_failure_line(out, [t.id for t in tasks], args.llm)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _ray_failure_line(out: Path, task_ids: list[str], llm: str) -> str:
+    """One line for a Ray batch in which trees failed: how many, the backend, the first failure's cause, and
+    where the record is (``manifest.jsonl``: every attempt's status and error; a rerun retries them)."""
+    from search.ray_manifest import Manifest, TaskStatus
+
+    manifest = Manifest(out)
+    latest = manifest.latest()
+    failed = [latest[i] for i in task_ids if i in latest and latest[i].status is not TaskStatus.OK]
+    unfinished = [i for i in task_ids if i not in latest or latest[i].status is not TaskStatus.OK]
+    first = failed[0] if failed else None
+    cause = "unknown"
+    if first is not None:
+        reason = " ".join(str(first.error or "").split())[:400]
+        cause = f"{first.task_id}: {first.status.value}" + (f" ({first.cause.value})" if first.cause else "") + \
+            (f": {reason}" if reason else "")
+    return (f"{len(unfinished)} of {len(task_ids)} task(s) did not finish on Ray (--llm {llm}); first: {cause}; "
+            f"recorded in {manifest.path}; rerun the same command to retry them")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -289,7 +311,7 @@ def run(args: argparse.Namespace) -> int:
                     result = run_search(task, policy, sandbox, config, value=value, seed=args.seed,
                                         on_step=progress, on_update=keep, stop=signals.stop)
                 except PolicyError as exc:  # the tree so far is still worth writing
-                    failure = f"the policy failed: {exc}"
+                    failure = f"the policy failed: {llm_backend.get('backend', '?')} (--llm {args.llm}): {exc}"
                     if not latest:
                         return _fail(failure)
                     result = _partial_result(latest, config, value is not None, failure, started)

