@@ -164,7 +164,7 @@ body{font-family:system-ui,sans-serif;margin:0;display:flex;height:100vh;color:#
 pre{background:#f1f2f4;padding:8px;white-space:pre-wrap;word-break:break-word;font-size:12px;margin:4px 0}
 .muted{color:#6b7280}
 </style></head><body>
-<div id="tree-wrap"></div>
+<div id="tree-wrap"><svg id="tree" xmlns="http://www.w3.org/2000/svg"></svg></div>
 <div id="side"><div id="header"></div><div id="detail"></div></div>
 <script id="$data_id" type="application/json">$data</script>
 <script>

@@ -297,7 +297,7 @@
 
   // ---------------------------------------------------------------------------------------------- the view
   /**
-   * Mount a viewer. ``opts``: {tree: element the SVG fills, detail: side-panel element, header: element for the
+   * Mount a viewer. ``opts``: {tree: element the SVG fills (its own <svg> child is used when it has one), detail: side-panel element, header: element for the
    * question, decision and vote table (or null), question: show the question in the header (default true),
    * svgId, emptyText, onSelect(node)}. Returns {render(data), fit(), select(tag), highlight(key), expandAll()}.
    */
@@ -332,7 +332,11 @@
       "size: visits · blue: chosen path · red ring: the cell raised · grey: model failure · " +
       "dashed orange: infrastructure · " +
       "click: details · double-click: collapse / expand · wheel: zoom · drag: pan";
-    const svg = svgEl("svg", {class: "tv-svg", xmlns: NS}, host);
+    // the page's own <svg> when its markup has one (tree.html and the service page do), else a new one
+    const svg = host.querySelector("svg") || svgEl("svg", {xmlns: NS}, host);
+    svg.classList.add("tv-svg");
+    svg.removeAttribute("width");
+    svg.removeAttribute("height");
     if (opts.svgId) svg.id = opts.svgId;
     const viewport = svgEl("g", {class: "tv-viewport"}, svg);
     const empty = htmlEl("p", "tv-empty muted", opts.emptyText || "No nodes yet.", host);

@@ -89,19 +89,27 @@ def test_bad_tree_files_name_the_problem(tmp_path, content, message):
         load_tree(tmp_path / "missing.json")
 
 
-DOM_STUB = """
-const made = [];
-function node() { return {attrs: {}, children: [], listeners: {}, textContent: "",
-  setAttribute(k, v) { this.attrs[k] = v; }, appendChild(c) { this.children.push(c); },
-  addEventListener(k, f) { this.listeners[k] = f; }, replaceChildren() { this.children = []; }}; }
-const elements = {tree: node(), meta: node(), detail: node(), data: node()};
-elements.data.textContent = DATA;
-globalThis.document = {getElementById: id => elements[id],
-  createElementNS: () => { const n = node(); made.push(n); return n; }, createElement: () => node()};
+LAYOUT_CHECK = """
+const data = JSON.parse(DATA);
+const kids = new Map();
+for (const n of data.nodes) {
+  if (n.parent === null) continue;
+  if (!kids.has(n.parent)) kids.set(n.parent, []);
+  kids.get(n.parent).push(n.tag);
+}
+const pos = window.JupiterTreeView.tidyLayout(data.nodes[0].tag, t => kids.get(t) || [], () => ({half: 6, width: 10}));
+let apart = true;
+for (const [a, p] of pos) for (const [b, q] of pos) {
+  if (a < b && p.depth === q.depth && Math.abs(p.y - q.y) < 12) apart = false;
+}
+console.log(pos.size + ' ' + apart + ' ' + (data.nodes[1].thought === THOUGHT));
 """
 
 
-def test_tree_page_script_runs_and_shows_a_node(tmp_path):
+def test_tree_page_script_runs_and_keeps_model_text_inert(tmp_path):
+    """In node: the page's JSON gives back the exact model text (markup stays data) and its inline viewer runs
+    and lays the tree out with no two nodes of a depth overlapping. The drawing in a real browser is
+    tests/search/test_tree_view_browser.py."""
     import re
     import shutil
     import subprocess
@@ -111,17 +119,15 @@ def test_tree_page_script_runs_and_shows_a_node(tmp_path):
     if shutil.which("node") is None:
         pytest.skip("node is not installed")
     result = run_search(TASK, FakePolicy(script()), FakeSandbox(), SearchConfig(mode=Mode.COLLECT, iterations=4))
-    result.tree.nodes[1].thought = "</script><img src=x onerror=alert(1)>"
+    thought = "</script><img src=x onerror=alert(1)>"
+    result.tree.nodes[1].thought = thought
     page = render_tree_html(result.tree, "t", result.chosen_tag, "summary")
     assert "<img src=x" not in page
-    data = re.search(r'<script id="data" type="application/json">(.*?)</script>', page, re.S).group(1)
-    code = re.findall(r"<script>(.*?)</script>", page, re.S)[-1]
-    program = (f"const DATA = {json.dumps(data)};\n{DOM_STUB}\n{code}\n"
-               "const circles = made.filter(n => n.listeners.click);\n"
-               "circles[1].listeners.click();\n"
-               "const shown = elements.detail.children.map(c => c.textContent).join('|');\n"
-               "console.log(circles.length + ' ' + shown.includes('onerror=alert'));\n")
+    data = re.search(r'<script id="tree-data" type="application/json">(.*?)</script>', page, re.S).group(1)
+    viewer = re.findall(r"<script>(.*?)</script>", page, re.S)[0]
+    program = (f"const window = globalThis;\nconst DATA = {json.dumps(data)};\nconst THOUGHT = {json.dumps(thought)};\n"
+               f"{viewer}\n{LAYOUT_CHECK}")
     (tmp_path / "page.js").write_text(program)
     out = subprocess.run(["node", str(tmp_path / "page.js")], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [str(len(result.tree.nodes)), "true"]  # shown as text, never as markup
+    assert out.stdout.split() == [str(len(result.tree.nodes)), "true", "true"]
