@@ -266,10 +266,8 @@ class Server:
             for fd in fds:
                 os.close(fd)
             return {"ok": False, "reason": f"{threads} live threads: fork is unsafe"}
-        if len(fds) < 2:
-            for fd in fds:
-                os.close(fd)
-            return {"ok": False, "reason": "a fork request needs a socket and a workspace folder"}
+        if not fds:
+            return {"ok": False, "reason": "no socket passed with the fork request"}
         if self.separate and self.level + 1 > _MAX_VIEW_LEVEL:
             for fd in fds:
                 os.close(fd)
@@ -286,7 +284,8 @@ class Server:
             try:
                 if double and os.fork() != 0:
                     os._exit(0)
-                self._become_child(request, fds[0], fds[1], reparented=double or self.is_zygote)
+                self._become_child(request, fds[0], fds[1] if len(fds) > 1 else None,
+                                   reparented=double or self.is_zygote)
             except BaseException:  # noqa: BLE001 - a half-born child must never return into the parent's loop
                 os._exit(70)
             return None
@@ -319,6 +318,10 @@ class Server:
         signal.signal(signal.SIGCHLD, self._reap_own)
         os.setpgid(0, 0)
         dest = request["workspace"]
+        if workspace_fd is None:  # a host of an earlier version (a long run in progress) names the folder only
+            if request.get("copy", True):
+                os.mkdir(dest, 0o777)
+            workspace_fd = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         if request.get("copy", True):
             source = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             try:

@@ -60,6 +60,15 @@ class SandboxConfig:
     """RLIMIT_CPU of each runtime process (CPU seconds over its life)."""
     max_processes: int | None = 512
     """RLIMIT_NPROC (only enforced for a non-root user: see ``run_as_uid``)."""
+    state_memory_mb: int | None = 4096
+    """Memory limit of one state as a whole (its processes, and the files its cells put in ``/tmp``,
+    ``/dev/shm`` and the page cache), enforced by a memory cgroup per state where the host has one (root, cgroup
+    v1 memory hierarchy); passing it is ``ExecStatus.MEMORY_LIMIT``. ``memory_limit_mb`` (address space) holds
+    everywhere."""
+    cpu_weight: int | None = 100
+    """CPU share of all the sandbox's cells together (cgroup ``cpu.weight`` scale: 100 = one ordinary process),
+    where the host has a cpu cgroup: a cell with 64 processes gets no more CPU than one process of the search
+    that runs it. None: no cpu group."""
     max_file_size_mb: int | None = 1024
     """RLIMIT_FSIZE: largest file a cell may write (MiB); bigger writes fail with an OSError in the cell."""
     tmp_size_mb: int = 1024
@@ -112,7 +121,10 @@ class SandboxConfig:
             fail("timeout_s", "must be a positive number of seconds")
         if not (isinstance(self.max_live_states, int) and self.max_live_states >= 1):
             fail("max_live_states", "must be an integer >= 1")
-        for name in ("max_memory_mb", "memory_limit_mb", "cpu_limit_s", "max_processes", "max_file_size_mb"):
+        if self.cpu_weight is not None and not (isinstance(self.cpu_weight, int) and 1 <= self.cpu_weight <= 10000):
+            fail("cpu_weight", "must be an integer 1..10000 or None")
+        for name in ("max_memory_mb", "memory_limit_mb", "cpu_limit_s", "max_processes", "max_file_size_mb",
+                     "state_memory_mb"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and value > 0):
                 fail(name, "must be positive or None")

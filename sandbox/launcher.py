@@ -28,20 +28,23 @@ from typing import Sequence
 
 __all__ = ["launch_argv"]
 
-# $1: cgroup.procs to join ("" for none); $2: niceness to add ("0" for none) with $3, the path of nice(1); $4: the
+# $1: cgroup.procs files to join, ':'-separated ("" for none); $2: niceness to add ("0" for none) with $3, the
+# path of nice(1); $4: the
 # session's autogroup niceness ("0" to leave it); the rest: the command. Failing to join the cgroup or to set the
 # autogroup is not fatal, as with the preexec_fn before (the cgroup is checked afterwards by ``PidsCgroup.holds``).
 _SCRIPT = (
     'procs=$1 add=$2 nice_bin=$3 group=$4; shift 4; '
-    'if [ -n "$procs" ]; then { echo $$ > "$procs"; } 2>/dev/null; fi; '
+    'if [ -n "$procs" ]; then IFS=:; for f in $procs; do { echo $$ > "$f"; } 2>/dev/null; done; unset IFS; fi; '
     'if [ "$group" -gt 0 ]; then { echo "$group" > /proc/self/autogroup; } 2>/dev/null; fi; '
     'if [ "$add" -gt 0 ]; then exec "$nice_bin" -n "$add" "$@"; fi; '
     'exec "$@"'
 )
 
 
-def launch_argv(command: Sequence[str], *, procs_file: Path | None = None, nice: int = 0) -> list[str]:
-    """The argv that runs ``command`` in the pids cgroup ``procs_file`` at niceness ``nice`` at least.
+def launch_argv(command: Sequence[str], *, procs_file: Path | Sequence[Path] | None = None,
+                nice: int = 0) -> list[str]:
+    """The argv that runs ``command`` in the cgroup(s) of ``procs_file`` (one ``cgroup.procs`` per hierarchy: pids,
+    memory, cpu) at niceness ``nice`` at least.
 
     The niceness is raised to ``nice`` (never lowered): the increment is taken against the calling thread's
     niceness now, which the child starts with. The autogroup is only set for ``nice`` > 0; the caller must start
@@ -51,7 +54,8 @@ def launch_argv(command: Sequence[str], *, procs_file: Path | None = None, nice:
     nice_bin = _nice_binary() if add else None
     if add and nice_bin is None:
         add = 0  # no nice(1) here: the runtime lowers its own priority first thing (``_server._start``)
-    return ["/bin/sh", "-c", _SCRIPT, "jupiter-sandbox-launch", str(procs_file or ""), str(add), nice_bin or "",
+    files = [procs_file] if isinstance(procs_file, (str, Path)) else list(procs_file or ())
+    return ["/bin/sh", "-c", _SCRIPT, "jupiter-sandbox-launch", ":".join(map(str, files)), str(add), nice_bin or "",
             str(nice if nice > 0 else 0), *command]
 
 

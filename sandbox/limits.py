@@ -98,6 +98,12 @@ def pids_cgroup_parent(mountinfo="/proc/self/mountinfo", cgroup_file="/proc/self
     cgroup v2 (unified) is preferred when ``pids`` is available there; on hybrid hosts ``pids`` is often a v1
     hierarchy of its own (``/sys/fs/cgroup/pids``), which works the same for our purpose.
     """
+    return cgroup_parent("pids", mountinfo, cgroup_file)
+
+
+def cgroup_parent(controller, mountinfo="/proc/self/mountinfo", cgroup_file="/proc/self/cgroup"):
+    """The directory of this process's cgroup in a hierarchy that has ``controller`` (v2 first, then v1), or
+    None."""
     try:
         mounts = Path(mountinfo).read_text().splitlines()
         groups = Path(cgroup_file).read_text().splitlines()
@@ -110,7 +116,7 @@ def pids_cgroup_parent(mountinfo="/proc/self/mountinfo", cgroup_file="/proc/self
             continue
         if parts[0] == "0" and parts[1] == "":
             v2_path = parts[2]
-        elif "pids" in parts[1].split(","):
+        elif controller in parts[1].split(","):
             v1_path = parts[2]
     found = {}
     for line in mounts:
@@ -121,12 +127,12 @@ def pids_cgroup_parent(mountinfo="/proc/self/mountinfo", cgroup_file="/proc/self
         root, mountpoint, fstype, options = fields[3], fields[4], tail[0], tail[2].split(",")
         if fstype == "cgroup2" and v2_path is not None:
             found.setdefault("v2", _inside(mountpoint, root, v2_path))
-        elif fstype == "cgroup" and "pids" in options and v1_path is not None:
+        elif fstype == "cgroup" and controller in options and v1_path is not None:
             found.setdefault("v1", _inside(mountpoint, root, v1_path))
     v2 = found.get("v2")
     if v2 is not None:
         try:
-            if "pids" in (v2 / "cgroup.controllers").read_text().split():
+            if controller in (v2 / "cgroup.controllers").read_text().split():
                 return v2
         except OSError:
             pass
@@ -205,8 +211,15 @@ class PidsCgroup:
         return self._read("pids.peak")
 
     def remove(self, timeout_s=5.0):
-        """Kill what is left in the group and remove it; True when it is gone. Idempotent."""
+        """Kill what is left in the group (and in the groups of its states) and remove it; True when it is gone.
+        Idempotent."""
         deadline = time.monotonic() + timeout_s
+        try:
+            children = [p for p in self.path.iterdir() if p.is_dir()]
+        except OSError:
+            children = []
+        for child in children:
+            PidsCgroup(child).remove(timeout_s=max(0.1, deadline - time.monotonic()))
         while True:
             for pid in self.pids():
                 try:
@@ -259,3 +272,182 @@ def open_process_budget(max_processes, nproc_enforced):
             except OSError as exc:
                 log.info("no pids cgroup under %s (%s): the process limit is RLIMIT_NPROC", parent, exc)
     return (ProcessBudget.RLIMIT if nproc_enforced else ProcessBudget.NONE), None
+
+
+def _write(path, value):
+    with open(path, "w", encoding="ascii") as fh:
+        fh.write(str(value))
+
+
+def _is_v2(path):
+    return (Path(path) / "cgroup.controllers").is_file()
+
+
+class SandboxGroups:
+    """A sandbox's cgroups besides its pids group: ``memory`` (per-state memory limits that count tmpfs and page
+    cache) and ``cpu`` (one CPU share for all the sandbox's cells), each ``jupiter-<host pid>-<n>`` under the
+    host's own cgroup of that hierarchy; and each state's own group under every one of them (``StateGroup``).
+
+    Why a group per state: a state's processes, ``setsid`` children included, are exactly the members of its
+    group, so a timeout or a close kills them all (the process group missed a child that started a session of
+    its own); and its memory limit counts what its cells put in ``/tmp`` and ``/dev/shm``, which the address
+    space limit does not. Where a hierarchy is missing or not writable, it is left out (``available``)."""
+
+    def __init__(self, pids, memory, cpu, state_memory_bytes):
+        self.pids = pids
+        self.memory = memory
+        self.cpu = cpu
+        self.state_memory_bytes = state_memory_bytes
+        self._removing = []
+
+    @classmethod
+    def open(cls, pids, state_memory_mb, cpu_weight):
+        """Create the sandbox's memory and cpu groups where the host allows it (``$JUPITER_SANDBOX_CGROUP=off``
+        disables every cgroup). ``pids``: the sandbox's PidsCgroup, or None."""
+        memory = cpu = None
+        if os.environ.get(CGROUP_ENV, "").strip().lower() not in ("off", "0", "no", "false"):
+            memory = _make_group("memory", None)
+            if memory is not None and _is_v2(memory):
+                memory = None  # v2: the zygote would be an inner process; per-state memory needs v1 here
+            if cpu_weight is not None:
+                cpu = _make_group("cpu", cpu_weight)
+        return cls(pids, memory, cpu, None if state_memory_mb is None else int(state_memory_mb * 1024 * 1024))
+
+    @property
+    def procs_files(self):
+        """Where the zygote's launcher writes its pid (pids, memory, cpu: those that exist)."""
+        return [g / "cgroup.procs" for g in (self.pids.path if self.pids is not None else None, self.memory,
+                                              self.cpu) if g is not None]
+
+    def new_state(self, name):
+        """The group of one new state (created now; None where no hierarchy is usable)."""
+        self.collect()
+        paths = []
+        memory = None
+        for base in (self.pids.path if self.pids is not None else None, self.memory):
+            if base is None:
+                continue
+            path = base / name
+            try:
+                path.mkdir()
+                if base == self.memory and self.state_memory_bytes is not None:
+                    _write(path / "memory.limit_in_bytes", self.state_memory_bytes)
+                    memory = path
+            except OSError as exc:
+                log.info("no per-state cgroup %s: %s", path, exc)
+                continue
+            paths.append(path)
+        return StateGroup(tuple(paths), memory, self) if paths else None
+
+    def collect(self):
+        """Remove the groups of ended states whose processes were still exiting when they were killed."""
+        pending, self._removing = self._removing, []
+        for path in pending:
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                self._removing.append(path)
+
+    def remove(self):
+        """Remove the memory and cpu groups (what is left in them is killed); the pids group is removed by its
+        owner."""
+        self.collect()
+        for path in (*self._removing, self.memory, self.cpu):
+            if path is not None:
+                PidsCgroup(path).remove()
+        self._removing = []
+
+
+def _make_group(controller, cpu_weight):
+    parent = cgroup_parent(controller)
+    if parent is None:
+        return None
+    remove_stale_groups(parent)
+    path = parent / f"jupiter-{os.getpid()}-{next(_group_numbers)}"
+    try:
+        if _is_v2(parent):
+            enabled = (parent / "cgroup.subtree_control").read_text().split()
+            if controller not in enabled:
+                _write(parent / "cgroup.subtree_control", f"+{controller}")
+        path.mkdir()
+        if cpu_weight is not None:
+            if _is_v2(path):
+                _write(path / "cpu.weight", max(1, min(10000, int(cpu_weight))))
+            else:
+                _write(path / "cpu.shares", max(2, int(1024 * cpu_weight / 100)))
+        return path
+    except OSError as exc:
+        log.info("no %s cgroup under %s (%s)", controller, parent, exc)
+        try:
+            path.rmdir()
+        except OSError:
+            pass
+        return None
+
+
+class StateGroup:
+    """One state's cgroup in each hierarchy (``SandboxGroups.new_state``): its processes are its members."""
+
+    def __init__(self, paths, memory, owner):
+        self.paths = paths
+        self.memory = memory
+        self._owner = owner
+
+    def add(self, pid):
+        """Move ``pid`` (host pid namespace) in; False where it could not be moved."""
+        ok = True
+        for path in self.paths:
+            try:
+                _write(path / "cgroup.procs", pid)
+            except OSError as exc:
+                log.warning("could not move runtime %s into %s: %s", pid, path, exc)
+                ok = False
+        return ok
+
+    def pids(self):
+        try:
+            return [int(p) for p in (self.paths[0] / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def kill(self, timeout_s=2.0):
+        """SIGKILL every member until none is left (a member forking meanwhile is caught by the next round)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            members = self.pids()
+            if not members:
+                return True
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+
+    def oom_killed(self):
+        """Whether the kernel killed a member for passing the state's memory limit."""
+        if self.memory is None:
+            return False
+        try:
+            for line in (self.memory / "memory.oom_control").read_text().splitlines():
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    return int(value) > 0
+        except (OSError, ValueError):
+            pass
+        return False
+
+    def close(self):
+        """Kill every member and remove the group (later, if members are still exiting)."""
+        self.kill()
+        for path in self.paths:
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                self._owner._removing.append(path)

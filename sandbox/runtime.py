@@ -22,10 +22,10 @@ from sandbox import protocol
 from sandbox.config import SandboxConfig
 from sandbox.isolation import IsolationPlan
 from sandbox.launcher import launch_argv
-from sandbox.limits import PidsCgroup
+from sandbox.limits import PidsCgroup, SandboxGroups, StateGroup
 from sandbox.workspace import Layout
 
-__all__ = ["RawResult", "RuntimeDied", "RuntimeTimeout", "StartupError", "ForkRuntime", "Zygote", "uss_bytes",
+__all__ = ["RawResult", "RuntimeDied", "RuntimeOutOfMemory", "RuntimeTimeout", "StartupError", "ForkRuntime", "Zygote", "uss_bytes",
            "runtime_env"]
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,10 @@ class StartupError(RuntimeError):
 
 class RuntimeDied(RuntimeError):
     """The runtime process vanished while serving a request."""
+
+
+class RuntimeOutOfMemory(RuntimeDied):
+    """The kernel killed the runtime for passing its state's memory limit (memory cgroup)."""
 
 
 class RuntimeTimeout(RuntimeError):
@@ -188,6 +192,7 @@ class ForkRuntime:
                  zygote: "Zygote", fault_fd: int | None = None) -> None:
         self.sock = sock
         self.fault_fd = fault_fd
+        self.group: StateGroup | None = zygote.adopt(host_pid, workspace)
         self.pid = host_pid
         self.ns_pid = ns_pid
         self.generation = generation
@@ -213,7 +218,12 @@ class ForkRuntime:
         except (protocol.ConnectionClosed, BrokenPipeError, ConnectionResetError) as exc:
             time.sleep(0.01)  # let a dying process finish its fault report
             note = self._death_note()
+            out_of_memory = self.group is not None and self.group.oom_killed()
             self.kill()
+            if out_of_memory:
+                limit = self.zygote.config.state_memory_mb
+                raise RuntimeOutOfMemory(f"the state passed its memory limit ({limit} MiB, counting its processes "
+                                         "and its files in /tmp and /dev/shm) and was stopped") from exc
             raise RuntimeDied(note) from exc
         return RawResult(outputs=reply["outputs"], success=reply["success"],
                          execution_count=reply.get("execution_count"), duration_s=reply["duration_s"],
@@ -262,6 +272,8 @@ class ForkRuntime:
         if not self.closed:
             self.closed = True
             _kill_group(self.pid)
+            if self.group is not None:  # everything the state started, children in sessions of their own too
+                self.group.close()
             self.sock.close()
             self._forget_fault_file()
 
@@ -288,11 +300,13 @@ class Zygote:
     """
 
     def __init__(self, config: SandboxConfig, layout: Layout, plan: IsolationPlan,
-                 cgroup: PidsCgroup | None = None, rlimits: dict[str, int | None] | None = None) -> None:
+                 cgroup: PidsCgroup | None = None, rlimits: dict[str, int | None] | None = None,
+                 groups: SandboxGroups | None = None) -> None:
         self.config = config
         self.layout = layout
         self.plan = plan
         self.cgroup = cgroup
+        self.groups = groups
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._started = threading.Event()
@@ -342,7 +356,11 @@ class Zygote:
         nice = self.config.nice
 
         # No preexec_fn: it would make subprocess fork the whole host (``sandbox.launcher`` says why that matters)
-        argv = launch_argv(self._cmd, procs_file=cgroup.procs_file if cgroup is not None else None, nice=nice)
+        if self.groups is not None:
+            procs = self.groups.procs_files
+        else:
+            procs = [cgroup.procs_file] if cgroup is not None else []
+        argv = launch_argv(self._cmd, procs_file=procs, nice=nice)
         try:
             self._proc = subprocess.Popen(argv, pass_fds=(self._child_end.fileno(),),
                                           env=runtime_env(self.layout, self.plan, self.config.huge_pages,
@@ -374,6 +392,17 @@ class Zygote:
     @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None and self.sock.fileno() != -1
+
+    def adopt(self, host_pid: int, workspace: Path) -> StateGroup | None:
+        """Put a new state's process into a cgroup of its own (before it runs any cell): what it starts is
+        counted and killed with it. None where the host has no usable cgroup."""
+        if self.groups is None:
+            return None
+        group = self.groups.new_state(workspace.name)
+        if group is not None and not group.add(host_pid):
+            group.close()
+            return None
+        return group
 
     def spawn(self, workspace: Path, generation: int) -> ForkRuntime:
         """A fresh notebook state (a fork of the clean shell) working in the existing folder ``workspace``."""

@@ -14,8 +14,8 @@ from typing import Any, Iterable
 from sandbox.config import Backend, SandboxConfig
 from sandbox.execution import ExecError, ExecStatus, Execution
 from sandbox.isolation import IsolationPlan, bwrap_works, plan_isolation
-from sandbox.limits import PidsCgroup, ProcessBudget, open_process_budget
-from sandbox.runtime import RuntimeDied, RuntimeTimeout, StartupError, Zygote
+from sandbox.limits import PidsCgroup, ProcessBudget, SandboxGroups, open_process_budget
+from sandbox.runtime import RuntimeDied, RuntimeOutOfMemory, RuntimeTimeout, StartupError, Zygote
 from sandbox.state import CellRecord, State, StateClosedError
 from sandbox.workspace import Layout
 
@@ -89,6 +89,7 @@ class Sandbox:
         self._zygote: Zygote | None = None
         self._kernels: Any = None
         self._cgroup: PidsCgroup | None = None
+        self._groups: SandboxGroups | None = None
         self.process_budget = ProcessBudget.NONE
         drop_uid = (cfg.backend == Backend.FORK and os.geteuid() == 0 and cfg.run_as_uid is not None
                     and cfg.isolation.value != "none" and bwrap_works())
@@ -105,6 +106,8 @@ class Sandbox:
                 if cfg.max_processes is not None and self.isolation.nproc_enforced:
                     self.process_budget = ProcessBudget.RLIMIT
         except BaseException:
+            if self._groups is not None:
+                self._groups.remove()
             if self._cgroup is not None:
                 self._cgroup.remove()
             self.layout.cleanup()
@@ -115,10 +118,12 @@ class Sandbox:
         RLIMIT_NPROC, which would count other sandboxes' processes too), else under the rlimit."""
         cfg = self.config
         self.process_budget, self._cgroup = open_process_budget(cfg.max_processes, self.isolation.nproc_enforced)
+        self._groups = SandboxGroups.open(self._cgroup, cfg.state_memory_mb, cfg.cpu_weight)
         rlimits = cfg.rlimits()
         if self._cgroup is not None:
             rlimits["nproc"] = None
-        self._zygote = Zygote(cfg, self.layout, self.isolation, cgroup=self._cgroup, rlimits=rlimits)
+        self._zygote = Zygote(cfg, self.layout, self.isolation, cgroup=self._cgroup, rlimits=rlimits,
+                              groups=self._groups)
         if self._cgroup is not None and not self._cgroup.holds(self._zygote.pid):
             log.warning("the sandbox runtime did not join its cgroup %s: no process limit holds",
                         self._cgroup.path)
@@ -137,7 +142,8 @@ class Sandbox:
             rlimits = self.config.rlimits()
             if self._cgroup is not None:
                 rlimits["nproc"] = None
-            self._zygote = Zygote(self.config, self.layout, self.isolation, cgroup=self._cgroup, rlimits=rlimits)
+            self._zygote = Zygote(self.config, self.layout, self.isolation, cgroup=self._cgroup, rlimits=rlimits,
+                                  groups=self._groups)
 
     # ---- context manager ----------------------------------------------------------------------------------
     def __enter__(self) -> "Sandbox":
@@ -185,6 +191,8 @@ class Sandbox:
                 runtime.close()
         if self._zygote is not None:
             self._zygote.close()
+        if self._groups is not None:
+            self._groups.remove()
         if self._cgroup is not None:
             self._cgroup.remove()
         self.layout.cleanup()
@@ -215,6 +223,9 @@ class Sandbox:
             except RuntimeTimeout as exc:
                 self._count("timeouts")
                 return self._failure(state, code, ExecStatus.TIMEOUT, "TimeoutError", str(exc), started)
+            except RuntimeOutOfMemory as exc:
+                self._count("memory_limits")
+                return self._failure(state, code, ExecStatus.MEMORY_LIMIT, "MemoryError", str(exc), started)
             except RuntimeDied as exc:
                 self._count("deaths")
                 return self._failure(state, code, ExecStatus.DIED, "RuntimeDied", str(exc), started)
