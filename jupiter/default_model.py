@@ -6,6 +6,12 @@ de-quantising it (about 50 s and 3.4 GB at peak). We do that once and cache a pl
 (bf16 safetensors + tokenizer), which then loads in a few seconds with ``from_pretrained(folder)``.
 
 Cache location: ``$JUPITER_CACHE`` or ``~/.cache/jupiter``; the folder is ``<cache>/models/gemma3-270m``.
+
+The default *policy* is that model fine-tuned for the ReAct notebook format: the repository ships a LoRA
+adapter (``jupiter/adapters/gemma3-270m-nbqa/``, trained by ``jupiter sft``; its ``training.json`` records the
+data's seed and hash and the command). ``ensure_finetuned_default_model`` merges it into the cached base once,
+into ``<cache>/models/gemma3-270m-nbqa-<adapter hash>`` (so a retrained adapter gets a fresh merge). Without the
+adapter in the checkout it returns the base model and logs a one-line warning.
 The conversion writes into a temporary folder and renames it into place, so an interrupted conversion never
 leaves a half-written model behind, and two processes converting at once do not corrupt each other.
 """
@@ -18,13 +24,18 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["DEFAULT_MODEL_NAME", "cache_root", "default_model_dir", "ensure_default_model", "ModelError"]
+__all__ = ["DEFAULT_MODEL_NAME", "SHIPPED_ADAPTER_NAME", "cache_root", "default_model_dir", "ensure_default_model",
+           "shipped_adapter_dir", "finetuned_model_dir", "ensure_finetuned_default_model", "ModelError"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL_NAME = "gemma3-270m"
 _GGUF_NAME = "gemma3-270m-q4_k_m.gguf"
 _MARKER = "jupiter-converted.txt"
+#: The shipped adapter's folder name under ``jupiter/adapters/``.
+SHIPPED_ADAPTER_NAME = "gemma3-270m-nbqa"
+#: Where shipped adapters live (a module attribute so tests can point it at a temporary folder).
+ADAPTERS_DIR = Path(__file__).resolve().parent / "adapters"
 
 
 class ModelError(RuntimeError):
@@ -101,3 +112,46 @@ def ensure_default_model(cache_dir: str | Path | None = None) -> Path:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def shipped_adapter_dir() -> Path | None:
+    """The repository's adapter for the default model, or None when this checkout has none."""
+    folder = ADAPTERS_DIR / SHIPPED_ADAPTER_NAME
+    return folder if (folder / "adapter_config.json").is_file() else None
+
+
+def finetuned_model_dir(adapter_dir: Path, cache_dir: str | Path | None = None) -> Path:
+    """The cached merged folder of ``adapter_dir`` on the default model (named by the adapter's hash)."""
+    from jupiter.sft.merge import adapter_hash
+
+    return Path(cache_dir or cache_root()) / "models" / f"{SHIPPED_ADAPTER_NAME}-{adapter_hash(adapter_dir)[:16]}"
+
+
+def ensure_finetuned_default_model(cache_dir: str | Path | None = None) -> Path:
+    """The default policy's model folder: the base with the shipped adapter merged in (merged once, ~10 s).
+
+    Without a shipped adapter: the base model, after a one-line warning. Raises ModelError naming what is
+    missing when the merge cannot run.
+    """
+    adapter = shipped_adapter_dir()
+    if adapter is None:
+        log.warning("no fine-tuned adapter in %s: using the base model, which does not follow the ReAct "
+                    "format (train one with jupiter sft, see docs/sft.md)", ADAPTERS_DIR / SHIPPED_ADAPTER_NAME)
+        return ensure_default_model(cache_dir)
+    try:
+        from jupiter.sft.merge import MERGED_MARKER, MergeError, merge_adapter
+    except ImportError as exc:  # pragma: no cover - jupiter.sft is part of this package
+        raise ModelError(f"the fine-tuned default model needs {exc.name!r}") from None
+    target = finetuned_model_dir(adapter, cache_dir)
+    if (target / MERGED_MARKER).is_file():
+        return target
+    base = ensure_default_model(cache_dir)
+    try:
+        import peft  # noqa: F401
+    except ImportError:
+        raise ModelError("the fine-tuned default model needs the package 'peft': pip install -e '.[train]'") from None
+    log.warning("merging the fine-tuned adapter into the default model once; cached in %s", target)
+    try:
+        return merge_adapter(adapter, base, target)
+    except MergeError as exc:
+        raise ModelError(str(exc)) from None
