@@ -18,7 +18,7 @@ import struct
 import time
 
 __all__ = ["ProtocolError", "ConnectionClosed", "FrameTimeout", "encode_frame", "send_frame", "recv_frame",
-           "MAX_FRAME_BYTES"]
+           "readable", "MAX_FRAME_BYTES"]
 
 MAX_FRAME_BYTES = 512 * 1024 * 1024
 _HEADER = struct.Struct(">I")
@@ -53,15 +53,29 @@ def send_frame(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) ->
         sock.sendall(view)
 
 
+def readable(sock: socket.socket, deadline: float | None) -> bool:
+    """Whether ``sock`` has data (or EOF) before ``deadline`` (a ``time.monotonic()`` value; None: wait).
+
+    ``poll``, not ``select``: ``select`` cannot watch a descriptor numbered 1024 or more, which a host with a
+    thousand live states has ("filedescriptor out of range in select()")."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR)
+    while True:
+        if deadline is None:
+            timeout_ms = None
+        else:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            timeout_ms = max(1, int(remaining * 1000 + 0.999))
+        if poller.poll(timeout_ms):
+            return True
+        if deadline is None:
+            continue
+
+
 def _wait_readable(sock: socket.socket, deadline: float | None) -> None:
-    if deadline is None:
-        select.select([sock], [], [])
-        return
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise FrameTimeout("no reply before the deadline")
-    ready, _, _ = select.select([sock], [], [], remaining)
-    if not ready:
+    if not readable(sock, deadline):
         raise FrameTimeout("no reply before the deadline")
 
 
