@@ -328,10 +328,9 @@
     }
     colourSelect.addEventListener("change", () => { state.colourBy = colourSelect.value; draw(); });
     const legend = htmlEl("div", "tv-legend", null, host);
-    legend.textContent = "colour: the answer group the subtree's answers mostly agree on (paler: less agreement) · " +
-      "size: visits · blue: chosen path · red ring: the cell raised · grey: model failure · " +
-      "dashed orange: infrastructure · " +
-      "click: details · double-click: collapse / expand · wheel: zoom · drag: pan";
+    legend.textContent = "colour: answer group (paler: less agreement) · size: visits · blue: chosen path · " +
+      "red ring: the cell raised · grey: model failure · dashed orange: infrastructure · " +
+      "double-click: fold / unfold · wheel: zoom · drag: pan";
     // the page's own <svg> when its markup has one (tree.html and the service page do), else a new one
     const svg = host.querySelector("svg") || svgEl("svg", {xmlns: NS}, host);
     svg.classList.add("tv-svg");
@@ -608,7 +607,9 @@
       if (!model.rows.length) return;
       const table = htmlEl("table", "tv-vote", null, header);
       const head = htmlEl("tr", null, null, htmlEl("thead", null, null, table));
-      for (const h of ["", "answer (normalised)", "votes", "label"]) htmlEl("th", null, h, head);
+      for (const h of ["", model.provisional ? "answer" : "answer (normalised)", "votes", "label"]) {
+        htmlEl("th", null, h, head);
+      }
       const body = htmlEl("tbody", null, null, table);
       for (const r of model.rows) {
         const tr = htmlEl("tr", "tv-vote-row", null, body);
