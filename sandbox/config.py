@@ -69,6 +69,12 @@ class SandboxConfig:
     """CPU share of all the sandbox's cells together (cgroup ``cpu.weight`` scale: 100 = one ordinary process),
     where the host has a cpu cgroup: a cell with 64 processes gets no more CPU than one process of the search
     that runs it. None: no cpu group."""
+    disk_quota_mb: int | None = 8192
+    """Disk quota of the sandbox: the sum of all its states' workspaces (MiB). Checked while a cell runs (every
+    ``disk_check_s``) and after it; the cell that passes it ends with ``ExecStatus.DISK_LIMIT`` and its files are
+    removed (the state comes back from its recorded cells)."""
+    disk_check_s: float = 0.5
+    """How often a running cell's workspace is measured for ``disk_quota_mb`` (seconds)."""
     max_file_size_mb: int | None = 1024
     """RLIMIT_FSIZE: largest file a cell may write (MiB); bigger writes fail with an OSError in the cell."""
     tmp_size_mb: int = 1024
@@ -123,8 +129,10 @@ class SandboxConfig:
             fail("max_live_states", "must be an integer >= 1")
         if self.cpu_weight is not None and not (isinstance(self.cpu_weight, int) and 1 <= self.cpu_weight <= 10000):
             fail("cpu_weight", "must be an integer 1..10000 or None")
+        if not (isinstance(self.disk_check_s, (int, float)) and self.disk_check_s > 0):
+            fail("disk_check_s", "must be a positive number of seconds")
         for name in ("max_memory_mb", "memory_limit_mb", "cpu_limit_s", "max_processes", "max_file_size_mb",
-                     "state_memory_mb"):
+                     "state_memory_mb", "disk_quota_mb"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and value > 0):
                 fail(name, "must be positive or None")

@@ -14,8 +14,9 @@ class ExecStatus(str, enum.Enum):
     """One status per execution, so that infrastructure failures are never mistaken for model failures.
 
     OK: the cell ran. ERROR: the cell raised (data for the model). TRUNCATED: it ran but printed more than the
-    output cap (the excess was dropped). TIMEOUT / MEMORY_LIMIT / DIED: the runtime was stopped or lost — the
-    sandbox's fault or limit, not an answer about the data.
+    output cap (the excess was dropped). TIMEOUT / MEMORY_LIMIT / DIED / DISK_LIMIT (the sandbox's workspaces passed
+    ``SandboxConfig.disk_quota_mb``): the runtime was stopped or lost — the sandbox's fault or limit, not an answer
+    about the data.
     """
 
     OK = "ok"
@@ -24,10 +25,11 @@ class ExecStatus(str, enum.Enum):
     MEMORY_LIMIT = "memory_limit"
     DIED = "died"
     TRUNCATED = "truncated"
+    DISK_LIMIT = "disk_limit"
 
     @property
     def is_infrastructure(self) -> bool:
-        return self in (ExecStatus.TIMEOUT, ExecStatus.MEMORY_LIMIT, ExecStatus.DIED)
+        return self in (ExecStatus.TIMEOUT, ExecStatus.MEMORY_LIMIT, ExecStatus.DIED, ExecStatus.DISK_LIMIT)
 
 
 @dataclass(frozen=True)

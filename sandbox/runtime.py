@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sandbox import protocol
 from sandbox.config import SandboxConfig
@@ -25,7 +25,7 @@ from sandbox.launcher import launch_argv
 from sandbox.limits import PidsCgroup, SandboxGroups, StateGroup
 from sandbox.workspace import Layout
 
-__all__ = ["RawResult", "RuntimeDied", "RuntimeOutOfMemory", "RuntimeTimeout", "StartupError", "ForkRuntime", "Zygote", "uss_bytes",
+__all__ = ["RawResult", "RuntimeDied", "RuntimeDiskLimit", "RuntimeOutOfMemory", "RuntimeTimeout", "StartupError", "ForkRuntime", "Zygote", "uss_bytes",
            "runtime_env"]
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,10 @@ class RuntimeDied(RuntimeError):
 
 class RuntimeOutOfMemory(RuntimeDied):
     """The kernel killed the runtime for passing its state's memory limit (memory cgroup)."""
+
+
+class RuntimeDiskLimit(RuntimeError):
+    """The sandbox's workspaces passed the disk quota while the cell ran; the runtime was killed."""
 
 
 class RuntimeTimeout(RuntimeError):
@@ -204,13 +208,23 @@ class ForkRuntime:
     def alive(self) -> bool:
         return not self.closed and _pid_alive(self.pid)
 
-    def run(self, code: str, timeout_s: float) -> RawResult:
-        """Run a cell. Raises RuntimeTimeout (the process was killed) or RuntimeDied."""
+    def run(self, code: str, timeout_s: float, over_quota: Callable[[], str | None] | None = None,
+            check_every_s: float = 0.5) -> RawResult:
+        """Run a cell. Raises RuntimeTimeout (the process was killed), RuntimeDied, or RuntimeDiskLimit when
+        ``over_quota`` (called every ``check_every_s`` while the cell runs) returns a reason."""
         if self.closed:
             raise RuntimeDied("runtime already closed")
         deadline = time.monotonic() + timeout_s
         try:
             protocol.send_frame(self.sock, {"op": "run", "code": code})
+            if over_quota is not None:
+                while not protocol.readable(self.sock, min(deadline, time.monotonic() + check_every_s)):
+                    if time.monotonic() >= deadline:
+                        break
+                    reason = over_quota()
+                    if reason is not None:
+                        self.kill()
+                        raise RuntimeDiskLimit(reason)
             reply, _, _ = protocol.recv_frame(self.sock, deadline)
         except protocol.FrameTimeout as exc:
             self.kill()

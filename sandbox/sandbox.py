@@ -15,9 +15,10 @@ from sandbox.config import Backend, SandboxConfig
 from sandbox.execution import ExecError, ExecStatus, Execution
 from sandbox.isolation import IsolationPlan, bwrap_works, plan_isolation
 from sandbox.limits import PidsCgroup, ProcessBudget, SandboxGroups, open_process_budget
-from sandbox.runtime import RuntimeDied, RuntimeOutOfMemory, RuntimeTimeout, StartupError, Zygote
+from sandbox.runtime import (RuntimeDied, RuntimeDiskLimit, RuntimeOutOfMemory, RuntimeTimeout, StartupError,
+                             Zygote)
 from sandbox.state import CellRecord, State, StateClosedError
-from sandbox.workspace import Layout
+from sandbox.workspace import Layout, tree_bytes
 
 __all__ = ["Sandbox", "SandboxStats", "StateLostError", "SandboxClosedError"]
 
@@ -57,6 +58,8 @@ found gone while idle and rebuilt by replay; ``zygote_restarts``: the clean shel
     deaths: int
     revivals: int = 0
     zygote_restarts: int = 0
+    disk_limits: int = 0
+    disk_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -84,8 +87,10 @@ class Sandbox:
         self._generations = itertools.count(1)
         self._cell_uids = itertools.count(1)
         self._counts = {k: 0 for k in ("forks", "replays", "replayed_cells", "fork_fallbacks", "evictions",
-                                       "runs", "timeouts", "memory_limits", "deaths", "revivals", "zygote_restarts")}
+                                       "runs", "timeouts", "memory_limits", "deaths", "revivals", "zygote_restarts",
+                                       "disk_limits")}
         self._closed = False
+        self._disk: dict[int, int] = {}  # bytes of each state's workspace, as last measured
         self._zygote: Zygote | None = None
         self._kernels: Any = None
         self._cgroup: PidsCgroup | None = None
@@ -168,7 +173,8 @@ class Sandbox:
         with self._lock:
             return SandboxStats(backend=self.config.backend.value, isolated=self.isolation.bwrap,
                                 process_budget=self.process_budget.value,
-                                live_states=len(self._live), states=len(self._states), **self._counts)
+                                live_states=len(self._live), states=len(self._states),
+                                disk_bytes=sum(self._disk.values()), **self._counts)
 
     def live_memory_bytes(self) -> int:
         """Summed unique memory (USS) of the live states' processes."""
@@ -218,8 +224,15 @@ class Sandbox:
             runtime = self._ensure_live(state)
             self._count("runs")
             started = time.monotonic()
+            watch = None if self.config.disk_quota_mb is None or not hasattr(runtime, "group") else (
+                lambda: self._over_disk_quota(state))
             try:
-                raw = runtime.run(code, timeout_s)
+                if watch is None:
+                    raw = runtime.run(code, timeout_s)
+                else:
+                    raw = runtime.run(code, timeout_s, over_quota=watch, check_every_s=self.config.disk_check_s)
+            except RuntimeDiskLimit as exc:
+                return self._disk_limit(state, code, str(exc), started)
             except RuntimeTimeout as exc:
                 self._count("timeouts")
                 return self._failure(state, code, ExecStatus.TIMEOUT, "TimeoutError", str(exc), started)
@@ -239,6 +252,10 @@ class Sandbox:
                 self._drop_runtime(state)
                 return self._execution(code, ExecStatus.MEMORY_LIMIT, outputs, raw.duration_s,
                                        raw.execution_count, exec_error, raw.dropped_chars, runtime.generation)
+            if self.config.disk_quota_mb is not None:
+                reason = self._over_disk_quota(state)
+                if reason is not None:
+                    return self._disk_limit(state, code, reason, started)
             if not raw.success:
                 status = ExecStatus.ERROR
                 if exec_error is None:
@@ -277,7 +294,31 @@ class Sandbox:
                     runtime = self._rebuild(child, skip=parent)
                 self._touch(parent)
                 self._attach(child, runtime, keep=(parent,))
+                with self._lock:  # a branch starts with a copy of its parent's files
+                    self._disk[child.id] = self._disk.get(parent.id, 0)
         return child
+
+    def _over_disk_quota(self, state: State) -> str | None:
+        """Measure ``state``'s workspace; the reason when the sandbox's workspaces together pass the quota."""
+        size = tree_bytes(state._workspace)
+        with self._lock:
+            self._disk[state.id] = size
+            total = sum(self._disk.values())
+        quota = self.config.disk_quota_mb
+        if quota is None or total <= quota * 1024 * 1024:
+            return None
+        return (f"the sandbox's workspaces passed their disk quota ({quota} MiB; {total / 2**20:.0f} MiB with "
+                f"this cell's files): the cell was stopped and its files removed")
+
+    def _disk_limit(self, state: State, code: str, reason: str, started: float) -> Execution:
+        """The cell that passed the disk quota: its state's runtime and workspace go (the state comes back from
+        its recorded cells on next use), so the space is free again."""
+        self._count("disk_limits")
+        execution = self._failure(state, code, ExecStatus.DISK_LIMIT, "DiskQuotaExceeded", reason, started)
+        self.layout.discard(state._workspace)
+        with self._lock:
+            self._disk.pop(state.id, None)
+        return execution
 
     def _close_state(self, state: State) -> None:
         with state._lock:
@@ -292,6 +333,8 @@ class Sandbox:
                 runtime.close()
             if not self._closed:
                 self.layout.discard(state._workspace)
+            with self._lock:
+                self._disk.pop(state.id, None)
 
     # ---- runtime bookkeeping ----------------------------------------------------------------------------------
     def _ensure_live(self, state: State) -> Any:

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-__all__ = ["Layout", "WorkspaceError"]
+__all__ = ["Layout", "WorkspaceError", "tree_bytes"]
 
 
 class WorkspaceError(ValueError):
@@ -192,3 +192,21 @@ def _is_beneath(path: Path, parent: Path) -> bool:
         return True
     except ValueError:
         return False
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (apparent sizes, as a branch would copy them), links not followed."""
+    total = 0
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                total += tree_bytes(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+    return total
