@@ -22,6 +22,7 @@ from typing import Any
 
 from jupiter.answers import reward
 
+from search.config import Decision
 from search.decide import Verdict, decide
 from search.tree import MODEL_FAILURES, Node, Tree
 
@@ -70,26 +71,25 @@ def _node_data(node: Node, key: str | None) -> dict[str, Any]:
     }
 
 
-def _decided_by(verdict: Verdict, chosen_tag: str | None) -> str | None:
+def _decided_by(verdict: Verdict, chosen_tag: str) -> Decision | None:
     """Which rule picked ``chosen_tag``: the vote's winner is reported as a vote (the default decision)."""
-    if chosen_tag is None:
-        return None
     if verdict.vote is not None and verdict.vote.tag == chosen_tag:
-        return "vote"
+        return Decision.VOTE
     if verdict.by_value is not None and verdict.by_value.tag == chosen_tag:
-        return "value"
+        return Decision.VALUE
     return None
 
 
 def tree_view_data(tree: Tree, chosen_tag: str | None = None, summary: str = "",
-                   decided_by: str | None = None) -> dict[str, Any]:
+                   decided_by: Decision | None = None) -> dict[str, Any]:
     """The JSON the viewer draws: the question, the decision, the vote table and every node.
 
     The vote table is ``search.decide.decide`` over the tree's answers — the same call ``result_from_tree``
     makes, so its rows (``key``, ``answer``, ``count``, in order) are ``result.json``'s ``vote_table``; each row
     also lists its answer nodes (``tags``) and whether it matches the task's label (``matches_label``, None
     without a label). ``chosen_tag`` is the decided answer's node (None while a tree still grows: the page then
-    shows the leading answer); ``decided_by`` ("vote" / "value") is inferred from it when not given.
+    shows the leading answer); ``decided_by`` (VOTE or VALUE; written as its value) is inferred from it when not
+    given.
     """
     verdict = decide(tree.answers())
     keys = {c.tag: c.key for c in verdict.candidates}
@@ -109,6 +109,7 @@ def tree_view_data(tree: Tree, chosen_tag: str | None = None, summary: str = "",
     } for entry in verdict.vote_table]
     chosen = tree[chosen_tag] if chosen_tag is not None and chosen_tag in tree else None
     answer = chosen.final_answer if chosen is not None else None
+    decision = decided_by or (_decided_by(verdict, chosen.tag) if chosen is not None else None)
     nodes = [_node_data(n, keys.get(n.tag)) for n in tree.nodes]
     if task is not None and task.setup.strip():  # the root's own cell: the task's setup, run once
         nodes[0].update(thought="Setup cell, run once before the search", code=task.setup,
@@ -122,7 +123,7 @@ def tree_view_data(tree: Tree, chosen_tag: str | None = None, summary: str = "",
         "summary": summary,
         "final": chosen is not None,
         "answer": answer,
-        "decided_by": decided_by or (_decided_by(verdict, chosen.tag) if chosen is not None else None),
+        "decided_by": decision.value if decision is not None else None,
         "chosen_tag": chosen.tag if chosen is not None else None,
         "correct": None if label is None or answer is None else reward(answer, label) == 1.0,
         "vote": vote,
@@ -180,7 +181,7 @@ JupiterTreeView.create({tree: document.getElementById("tree-wrap"), detail: docu
 
 
 def render_tree_html(tree: Tree, title: str = "", chosen_tag: str | None = None, summary: str = "",
-                     decided_by: str | None = None) -> str:
+                     decided_by: Decision | None = None) -> str:
     """The self-contained page for ``tree``; ``chosen_tag`` is the decided answer's node (its path is marked).
 
     ``title`` (the task id, by convention) names the browser tab when the task has no question.

@@ -13,6 +13,7 @@ from jupiter.cli import main
 from jupiter.commands.solve import write_outputs
 
 import search.html as tree_html
+from search.config import Decision
 from search.html import TREE_VIEW_JS, extract_view_data, render_tree_html, tree_view_data
 from search.tree import NodeStatus, TerminalReason, Tree
 
@@ -85,7 +86,8 @@ def test_a_value_decision_is_reported_as_one() -> None:
     data = tree_view_data(tree, b.tag)
     assert data["decided_by"] == "value" and data["answer"] == "@x[2]"
     assert [r["count"] for r in data["vote"]] == [2, 1] and data["vote"][0]["matches_label"] is None
-    assert tree_view_data(tree, b.tag, decided_by="vote")["decided_by"] == "vote"  # a caller that knows says so
+    # a caller that knows says so
+    assert tree_view_data(tree, b.tag, decided_by=Decision.VOTE)["decided_by"] == "vote"
 
 
 def test_model_text_goes_in_as_inert_json_and_comes_back_exact() -> None:
