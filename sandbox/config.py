@@ -91,6 +91,9 @@ class SandboxConfig:
     run_as_uid: int | None = 65534
     """When the host runs as root and bubblewrap is used, runtimes drop to this uid (so that RLIMIT_NPROC and
     file permissions apply). None keeps the host's uid."""
+    readonly_paths: tuple[Path, ...] = ()
+    """Host folders cells may read besides the system and the Python environment (with bubblewrap, nothing else
+    of the host is visible; input files are copied in and need no entry here)."""
     kernel_name: str = "python3"
     """Jupyter kernel used by the KERNEL backend."""
     preload_modules: tuple[str, ...] = ("numpy", "pandas")
@@ -153,6 +156,12 @@ class SandboxConfig:
         if isinstance(self.preload_modules, str) or not all(isinstance(m, str) for m in self.preload_modules):
             fail("preload_modules", "must be a tuple of module names")
         object.__setattr__(self, "preload_modules", tuple(self.preload_modules))
+        if isinstance(self.readonly_paths, (str, Path)):
+            fail("readonly_paths", "must be a tuple of paths")
+        object.__setattr__(self, "readonly_paths", tuple(Path(p) for p in self.readonly_paths))
+        for path in self.readonly_paths:
+            if not path.is_absolute():
+                fail("readonly_paths", f"{path} is not an absolute path")
         if self.root_dir is not None:
             object.__setattr__(self, "root_dir", Path(self.root_dir))
         if not (isinstance(self.startup_timeout_s, (int, float)) and self.startup_timeout_s > 0):

@@ -1,5 +1,6 @@
-"""Bubblewrap isolation: no network, read-only system, writable sandbox folder only, private /tmp, own PID
-namespace. Without ``bwrap`` the runtimes get rlimits only (one warning per process)."""
+"""Bubblewrap isolation: no network, only the system, the Python environment and the sandbox folder visible
+(read-only but for the sandbox folder), private /tmp, own PID namespace. Without ``bwrap`` the runtimes get rlimits
+only (one warning per process)."""
 from __future__ import annotations
 
 import functools
@@ -18,6 +19,8 @@ __all__ = ["IsolationPlan", "bwrap_works", "plan_isolation"]
 log = logging.getLogger(__name__)
 _warned = False
 _MOUNT = "/tmp/jupiter-sandbox"  # inside the runtime's private /tmp
+#: Host paths bound read-only for every runtime (symlinks, as on merged-/usr systems, are made as links).
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 
 
 @dataclass(frozen=True)
@@ -84,31 +87,34 @@ def plan_isolation(config: SandboxConfig, root_dir: Path, readonly_dirs: tuple[P
         return IsolationPlan(bwrap=False, uid=None, prefix=())
     is_root = os.geteuid() == 0
     uid = config.run_as_uid if is_root else None
-    cmd = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
-           "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session", "--perms", "1777",
-           "--tmpfs", "/tmp"]
+    # An empty root with only what a cell needs, read-only: the system (programs, libraries, /etc), the Python
+    # environment and this package's folder. Not ``/`` as a whole: cells read every world-readable host file
+    # then, the project checkout and any folder beside it (a benchmark's labels) included.
+    cmd = ["bwrap", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid", "--unshare-ipc",
+           "--unshare-uts", "--die-with-parent", "--new-session"]
+    for top in SYSTEM_PATHS:
+        path = Path(top)
+        if path.is_symlink():
+            cmd += ["--symlink", os.readlink(path), top]
+        elif path.exists():
+            cmd += ["--ro-bind", top, top]
+    cmd += ["--perms", "1777", "--tmpfs", "/tmp"]
     # joblib / multiprocessing need a writable /dev/shm (else every cell that uses them warns on stderr).
     cmd += ["--perms", "1777", "--tmpfs", "/dev/shm"]
-    hidden = [Path("/tmp")]
-    home = Path(os.path.expanduser("~"))
-    if home != Path("/") and not _under(root_dir, home):
-        # Hide the host user's home.
-        cmd += ["--tmpfs", str(home)]
-        hidden.append(home)
-    # Re-expose (read-only) what the runtime needs from the hidden folders: the interpreter and this
-    # package, which live under /tmp when Ray unpacks a job's working dir there.
-    needed = {Path(sys.prefix), Path(sys.base_prefix), Path(config.python).resolve().parent.parent,
-              Path(__file__).resolve().parent.parent}
+    needed = {Path(sys.prefix), Path(sys.base_prefix), Path(config.python).parent.parent,
+              Path(config.python).resolve().parent.parent, Path(__file__).resolve().parent,
+              *(Path(p) for p in config.readonly_paths)}
+    bound = [Path(top) for top in SYSTEM_PATHS]
     made: set[Path] = set()
     for path in sorted(needed):
-        top = next((h for h in hidden if _under(path, h)), None)
-        if top is None or not path.exists():
+        if not path.exists() or any(_under(path, done) for done in bound):
             continue
         for parent in reversed(path.parents):
-            if _under(parent, top) and parent.resolve() != top.resolve() and parent not in made:
+            if parent != Path("/") and parent not in made and not any(_under(parent, done) for done in bound):
                 made.add(parent)
                 cmd += ["--perms", "0755", "--dir", str(parent)]  # else bwrap makes them 0700
         cmd += ["--ro-bind", str(path), str(path)]
+        bound.append(path)
     mount = Path(_MOUNT)
     cmd += ["--bind", str(root_dir), str(mount)]
     for path in readonly_dirs:
