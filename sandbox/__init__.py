@@ -3,12 +3,13 @@ enforce limits and isolation, export paths as notebooks. See docs/sandbox.md."""
 from sandbox.config import Backend, ConfigError, Isolation, SandboxConfig
 from sandbox.execution import ExecError, ExecStatus, Execution
 from sandbox.runtime import StartupError
-from sandbox.sandbox import Sandbox, SandboxClosedError, SandboxStats, StateLostError
+from sandbox.sandbox import (Guarantee, ProcessBudgetError, Sandbox, SandboxClosedError, SandboxStats,
+                             StateLostError)
 from sandbox.state import State, StateClosedError
 from sandbox.workspace import WorkspaceError
 
 __all__ = [
-    "Backend", "ConfigError", "ExecError", "ExecStatus", "Execution", "Isolation", "Sandbox",
-    "SandboxClosedError", "SandboxConfig", "SandboxStats", "StartupError", "State", "StateClosedError",
+    "Backend", "ConfigError", "ExecError", "ExecStatus", "Execution", "Guarantee", "Isolation", "ProcessBudgetError",
+    "Sandbox", "SandboxClosedError", "SandboxConfig", "SandboxStats", "StartupError", "State", "StateClosedError",
     "StateLostError", "WorkspaceError",
 ]

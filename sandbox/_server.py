@@ -277,6 +277,12 @@ class Server:
         gc.freeze()  # the child's collector then skips inherited objects: far fewer copy-on-write page faults
         try:
             pid = os.fork()
+        except OSError as exc:
+            # the process budget is full (EAGAIN) or memory is short: say so, instead of dying here and taking
+            # the state (or, for the zygote, every state) with us
+            for fd in fds:
+                os.close(fd)
+            return {"ok": False, "reason": f"fork failed: {exc.strerror}", "errno": exc.errno}
         finally:
             if os.getpid() == self.pid:
                 gc.unfreeze()

@@ -6,6 +6,7 @@ runtime may live in a PID namespace where its own pid means nothing to us.
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -25,8 +26,8 @@ from sandbox.launcher import launch_argv
 from sandbox.limits import PidsCgroup, SandboxGroups, StateGroup
 from sandbox.workspace import Layout
 
-__all__ = ["RawResult", "RuntimeDied", "RuntimeDiskLimit", "RuntimeOutOfMemory", "RuntimeTimeout", "StartupError", "ForkRuntime", "Zygote", "uss_bytes",
-           "runtime_env"]
+__all__ = ["ProcessBudgetFull", "RawResult", "RuntimeDied", "RuntimeDiskLimit", "RuntimeOutOfMemory", "RuntimeTimeout",
+           "StartupError", "ForkRuntime", "Zygote", "uss_bytes", "runtime_env"]
 
 log = logging.getLogger(__name__)
 _SERVER = Path(__file__).resolve().parent / "_server.py"
@@ -42,6 +43,10 @@ class RuntimeDied(RuntimeError):
 
 class RuntimeOutOfMemory(RuntimeDied):
     """The kernel killed the runtime for passing its state's memory limit (memory cgroup)."""
+
+
+class ProcessBudgetFull(RuntimeError):
+    """The runtime could not fork: its sandbox's process budget is full (or memory is short). Nothing died."""
 
 
 class RuntimeDiskLimit(RuntimeError):
@@ -166,8 +171,10 @@ def _request_fork(sock: socket.socket, request: dict, deadline: float,
             child_end.close()
         reply, _, _ = protocol.recv_frame(sock, deadline)
         if not reply.get("ok"):
-            log.info("runtime refused to fork: %s", reply.get("reason"))
             host_end.close()
+            if reply.get("errno") in (errno.EAGAIN, errno.ENOMEM):
+                raise ProcessBudgetFull(str(reply.get("reason")))
+            log.info("runtime refused to fork: %s", reply.get("reason"))
             return None
         hello, fds, host_pid = protocol.recv_frame(host_end, deadline, want_fds=True, want_creds=True)
     except protocol.ConnectionClosed as exc:
@@ -329,7 +336,8 @@ class Zygote:
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = host_end
         settings = {
-            "fd": child_end.fileno(), "output_cap": config.max_output_chars, "home": plan.inside(layout.home), "rlimits": config.rlimits() if rlimits is None else rlimits, "uid": plan.uid,
+            "fd": child_end.fileno(), "output_cap": config.max_output_chars, "home": plan.inside(layout.home),
+            "rlimits": config.rlimits() if rlimits is None else rlimits, "uid": plan.uid,
             "preload": list(config.preload_modules), "single_fork": plan.bwrap, "nice": config.nice,
             # each state's own /tmp and /dev/shm (``_server._enter_own_view``): bubblewrap's layout is needed
             "separate_states": plan.bwrap, "mount": None if plan.mount is None else str(plan.mount),

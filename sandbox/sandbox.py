@@ -1,6 +1,7 @@
 """``Sandbox``: owns every runtime process of a set of notebook states, their snapshot budget and files."""
 from __future__ import annotations
 
+import enum
 import itertools
 import logging
 import os
@@ -15,12 +16,12 @@ from sandbox.config import Backend, SandboxConfig
 from sandbox.execution import ExecError, ExecStatus, Execution
 from sandbox.isolation import IsolationPlan, bwrap_works, plan_isolation
 from sandbox.limits import PidsCgroup, ProcessBudget, SandboxGroups, open_process_budget
-from sandbox.runtime import (RuntimeDied, RuntimeDiskLimit, RuntimeOutOfMemory, RuntimeTimeout, StartupError,
-                             Zygote)
+from sandbox.runtime import (ProcessBudgetFull, RuntimeDied, RuntimeDiskLimit, RuntimeOutOfMemory, RuntimeTimeout,
+                             StartupError, Zygote)
 from sandbox.state import CellRecord, State, StateClosedError
 from sandbox.workspace import Layout, tree_bytes
 
-__all__ = ["Sandbox", "SandboxStats", "StateLostError", "SandboxClosedError"]
+__all__ = ["Guarantee", "ProcessBudgetError", "Sandbox", "SandboxStats", "StateLostError", "SandboxClosedError"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,11 @@ class StateLostError(RuntimeError):
 
 class SandboxClosedError(RuntimeError):
     """The sandbox was closed."""
+
+
+class ProcessBudgetError(RuntimeError):
+    """A new state cannot be made: the sandbox's process budget is full and no idle state can be evicted (the
+    budget is held by running cells' own processes). Nothing else is affected; retry once a state is closed."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,23 @@ found gone while idle and rebuilt by replay; ``zygote_restarts``: the clean shel
     zygote_restarts: int = 0
     disk_limits: int = 0
     disk_bytes: int = 0
+
+
+class Guarantee(str, enum.Enum):
+    """What holds against a hostile cell in a given sandbox (``Sandbox.guarantees``; docs/sandbox.md has the
+    table of threats, how each is enforced and its test). Which hold depends on the host: bubblewrap, root,
+    cgroups."""
+
+    HOST_SECRETS = "cells get an allow-listed environment, not the host's (API keys)"
+    HOST_READS = "the host reads no path a cell planted (crash reports, read_file)"
+    DISK_QUOTA = "the sum of the workspaces is capped (disk_quota_mb)"
+    HOST_HIDDEN = "cells see only the system, the Python environment and their inputs, and no network"
+    ZYGOTE_PROTECTED = "a cell cannot signal the zygote (kill -1 does not end the sandbox)"
+    FILES_SEPARATED = "a state cannot reach another state's workspace, /tmp or /dev/shm"
+    PROCESSES_CONTAINED = "a timeout or close kills every process the state started (setsid children too)"
+    STATE_MEMORY = "a state's memory limit counts its /tmp and /dev/shm files"
+    CPU_SHARE = "all cells of the sandbox together get one CPU share (cpu_weight)"
+    PROCESS_BUDGET = "the sandbox's processes are capped (max_processes)"
 
 
 @dataclass(frozen=True)
@@ -96,6 +119,7 @@ class Sandbox:
         self._cgroup: PidsCgroup | None = None
         self._groups: SandboxGroups | None = None
         self.process_budget = ProcessBudget.NONE
+        self.guarantees: frozenset[Guarantee] = frozenset()
         drop_uid = (cfg.backend == Backend.FORK and os.geteuid() == 0 and cfg.run_as_uid is not None
                     and cfg.isolation.value != "none" and bwrap_works())
         self.layout = Layout(cfg.root_dir, shared_writable=drop_uid, cell_uid=cfg.run_as_uid if drop_uid else None)
@@ -110,6 +134,11 @@ class Sandbox:
                 self._kernels = KernelFactory(cfg, self.layout)
                 if cfg.max_processes is not None and self.isolation.nproc_enforced:
                     self.process_budget = ProcessBudget.RLIMIT
+            self.guarantees = self._guarantees()
+            missing = [g for g in Guarantee if g not in self.guarantees]
+            if missing and cfg.backend == Backend.FORK:
+                log.warning("sandbox: these do not hold here (%s): %s", self._why_not(),
+                            "; ".join(g.value for g in missing))
         except BaseException:
             if self._groups is not None:
                 self._groups.remove()
@@ -117,6 +146,37 @@ class Sandbox:
                 self._cgroup.remove()
             self.layout.cleanup()
             raise
+
+    def _guarantees(self) -> frozenset[Guarantee]:
+        held = {Guarantee.HOST_SECRETS, Guarantee.HOST_READS}
+        if self.config.disk_quota_mb is not None:
+            held.add(Guarantee.DISK_QUOTA)
+        if self.process_budget != ProcessBudget.NONE:
+            held.add(Guarantee.PROCESS_BUDGET)
+        if self.config.backend != Backend.FORK:
+            return frozenset(held)
+        if self.isolation.bwrap:
+            held.add(Guarantee.HOST_HIDDEN)
+            if self.isolation.uid is not None:
+                held |= {Guarantee.ZYGOTE_PROTECTED, Guarantee.FILES_SEPARATED}
+        groups = self._groups
+        if groups is not None and groups.pids is not None:
+            held.add(Guarantee.PROCESSES_CONTAINED)
+        if groups is not None and groups.memory is not None:
+            held |= {Guarantee.PROCESSES_CONTAINED, Guarantee.STATE_MEMORY}
+        if groups is not None and groups.cpu is not None:
+            held.add(Guarantee.CPU_SHARE)
+        return frozenset(held)
+
+    def _why_not(self) -> str:
+        reasons = []
+        if not self.isolation.bwrap:
+            reasons.append("no bubblewrap")
+        elif self.isolation.uid is None:
+            reasons.append("not root: cells keep the host's uid")
+        if self._groups is None or (self._groups.pids is None and self._groups.memory is None):
+            reasons.append("no usable cgroup")
+        return ", ".join(reasons) or "settings"
 
     def _start_zygote(self) -> None:
         """Start the zygote inside this sandbox's own pids cgroup where the host allows it (then without
@@ -280,8 +340,9 @@ class Sandbox:
                     if not source.can_fork:
                         break
                     try:
-                        runtime = source.fork(child._workspace, next(self._generations),
-                                              self.config.startup_timeout_s)
+                        runtime = self._within_budget(
+                            lambda: source.fork(child._workspace, next(self._generations),
+                                                self.config.startup_timeout_s), keep=(parent, child))
                     except RuntimeDied:
                         self._drop_runtime(parent)
                         continue
@@ -374,7 +435,9 @@ class Sandbox:
                 if source is None or source.closed or not source.can_fork:
                     continue
                 try:
-                    runtime = source.fork(state._workspace, next(self._generations), self.config.startup_timeout_s)
+                    runtime = self._within_budget(
+                        lambda: source.fork(state._workspace, next(self._generations),
+                                            self.config.startup_timeout_s), keep=(state, candidate))
                 except RuntimeDied:
                     self._drop_runtime(candidate)
                     runtime = None
@@ -411,7 +474,7 @@ class Sandbox:
             if not self._zygote.alive:
                 self._restart_zygote()
             try:
-                return self._zygote.spawn(state._workspace, generation)
+                return self._within_budget(lambda: self._zygote.spawn(state._workspace, generation), keep=(state,))
             except (RuntimeDied, OSError) as exc:
                 if self._zygote.alive:
                     raise
@@ -462,6 +525,34 @@ class Sandbox:
         return Execution(code=code, status=status, outputs=outputs, duration_s=duration, execution_count=count,
                          error=error, dropped_chars=dropped, generation=generation,
                          observation_chars=self.config.observation_chars)
+
+    def _within_budget(self, make: Any, keep: tuple[State, ...]) -> Any:
+        """Call ``make`` (a fork); while the process budget is full, evict the least recently used idle state and
+        try again. Raises ProcessBudgetError when nothing is left to evict."""
+        while True:
+            try:
+                return make()
+            except ProcessBudgetFull as exc:
+                if not self._evict_one(keep):
+                    raise ProcessBudgetError(
+                        f"the sandbox's process budget ({self.config.max_processes} processes) is full and no idle "
+                        f"state is left to evict: running cells hold it ({exc})") from exc
+                log.info("process budget full: evicted an idle state to branch")
+
+    def _evict_one(self, keep: tuple[State, ...]) -> bool:
+        with self._lock:
+            candidates = [s for s in self._live.values() if all(s is not k for k in keep)]
+        for state in candidates:
+            if state._lock.acquire(blocking=False):
+                try:
+                    if state._runtime is None:
+                        continue
+                    self._drop_runtime(state)
+                    self._count("evictions")
+                    return True
+                finally:
+                    state._lock.release()
+        return False
 
     def _enforce_budget(self, keep: tuple[State, ...]) -> None:
         """Evict least-recently-used idle states beyond the count cap (and the memory budget, if set)."""

@@ -126,3 +126,35 @@ def test_pids_hierarchy_is_found_in_v2_then_v1(tmp_path):
     assert pids_cgroup_parent(mountinfo, cgroups) == unified / "user.slice"
     cgroups.write_text("3:cpu:/\n")
     assert pids_cgroup_parent(mountinfo, cgroups) is None
+
+
+@needs_cgroup
+def test_reaching_the_process_budget_evicts_idle_states_instead_of_killing_the_sandbox():
+    """700 branches of one root with the default budget used to fail at branch ~509 with "runtime died during
+    fork", and within seconds every state died. Now a fork that would pass the budget is refused by the runtime,
+    the least recently used idle states are evicted, and the branch goes through."""
+    with Sandbox(SandboxConfig(max_processes=24, max_live_states=200, preload_modules=())) as box:
+        assert box.stats().process_budget == "cgroup"
+        root = box.open_root()
+        root.run("z = 7")
+        children = [root.branch() for _ in range(40)]
+        assert box.stats().evictions > 0 and box.stats().deaths == 0
+        assert children[-1].run("z + 1").result == "8"
+        assert children[0].run("z + 2").result == "9"  # evicted, rebuilt by replay
+        assert root.run("z").result == "7"
+
+
+@needs_cgroup
+def test_a_budget_full_of_one_states_processes_refuses_a_branch_clearly():
+    from sandbox import ProcessBudgetError
+
+    with Sandbox(SandboxConfig(max_processes=16, preload_modules=(), timeout_s=30)) as box:
+        busy = box.open_root()
+        ex = busy.run("import subprocess\nprocs = []\ntry:\n    while True:\n"
+                      "        procs.append(subprocess.Popen(['sleep', '306.25']))\nexcept OSError:\n    pass\n"
+                      "len(procs) > 5")
+        assert ex.result == "True"
+        with pytest.raises(ProcessBudgetError, match="process budget"):
+            busy.branch()  # nothing idle to evict: all of the budget is this state's own processes
+        busy.close()  # its cgroup is killed: the budget is free again
+        assert box.open_root().run("1 + 1").result == "2"
