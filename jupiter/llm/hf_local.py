@@ -43,7 +43,9 @@ class HfConfig:
     """Settings of the transformers backend.
 
     Attributes:
-        model_dir: a Hugging Face model folder; None means the embedded default model.
+        model_dir: a Hugging Face model folder; None means the embedded default model, fine-tuned
+            (``jupiter.default_model.ensure_finetuned_default_model``). ``hf:SPEC`` strings resolve
+            ``default``, ``default-base`` and adapter folders first (``jupiter.llm.model_dirs``).
         dtype: ``bfloat16`` (half the memory, what the default model is stored in) or ``float32``.
         template: ``gemma`` / ``chatml`` to force ``render_prompt`` with that template; None uses the
             tokenizer's chat template when it has one, else Gemma's.
@@ -132,10 +134,10 @@ class HfPolicy(BasePolicy):
         self.config = config
         if config.threads is not None:
             torch.set_num_threads(config.threads)
-        if config.model_dir is None:
-            from jupiter.default_model import ensure_default_model
+        if config.model_dir is None:  # the default policy: the embedded model with the shipped fine-tuning
+            from jupiter.default_model import ensure_finetuned_default_model
 
-            model_dir = ensure_default_model()
+            model_dir = ensure_finetuned_default_model()
         else:
             model_dir = Path(config.model_dir)
         self.model_dir = model_dir

@@ -6,6 +6,13 @@ Specs:
     ``vllm:/path/to/hf-folder`` or ``vllm:default``        vLLM in the process
     ``hf:/path/to/hf-folder`` or ``hf:default``            transformers on the CPU
     ``default``                                            the embedded model on the fastest local backend
+    ``default-base``                                       the same, without the fine-tuning (the base model)
+
+The embedded model is Gemma 3 270M fine-tuned for the ReAct notebook format: ``default`` (and ``hf:default``,
+``vllm:default``) is the base with the repository's LoRA adapter merged in; ``default-base`` (and
+``hf:default-base``, ``vllm:default-base``) the base as published. A local backend also takes a LoRA adapter
+folder from ``jupiter sft`` (``hf:runs/sft``): it is merged into its base once and cached
+(``jupiter.llm.model_dirs``), as is a merged folder (``hf:runs/sft/merged``) loaded as it is.
 
 ``default`` is what a newcomer runs first, so it picks the fastest backend that is installed: vLLM in the process
 when the ``vllm`` package imports (the CPU build runs Gemma 3 270M at tens of tokens/s on 2 cores), else
@@ -68,7 +75,8 @@ class PolicyChoice:
         text = f"llm: {self.requested} -> {what}" + (f" on {self.model}" if self.model else "")
         return text + (f" ({self.note})" if self.note else "")
 
-_FORMS = "replay:FILE.json, http(s)://HOST:PORT/v1#model=NAME, vllm:PATH|default, hf:PATH|default, default"
+_FORMS = ("replay:FILE.json, http(s)://HOST:PORT/v1#model=NAME, vllm:PATH|default|default-base, "
+          "hf:PATH|default|default-base, default, default-base (PATH: a model or LoRA adapter folder)")
 
 
 def load_policy(spec: str) -> Policy:
@@ -80,8 +88,8 @@ def load_policy(spec: str) -> Policy:
     if not isinstance(spec, str) or not spec.strip():
         raise PolicySpecError(f"policy spec must be a non-empty string, got {spec!r}; use one of: {_FORMS}")
     spec = spec.strip()
-    if spec == "default":
-        return _load_default()
+    if spec in ("default", "default-base"):
+        return _load_default(spec)
     policy = _load(spec)
     _remember(policy, PolicyChoice(requested=spec, spec=spec, backend=str(getattr(policy, "name", "unknown")),
                                    model=_model_of(policy)))
@@ -98,31 +106,33 @@ def describe_policy(policy: Any) -> dict[str, Any]:
     return PolicyChoice(requested=name, spec=name, backend=name, model=_model_of(policy)).to_dict()
 
 
-def _load_default() -> Policy:
-    """The embedded model on the fastest backend installed (see the module docstring)."""
+def _load_default(which: str = "default") -> Policy:
+    """The embedded model (``default``: fine-tuned, ``default-base``: base) on the fastest backend installed
+    (see the module docstring)."""
+    vllm_spec, hf_spec = f"vllm:{which}", f"hf:{which}"
     forced = os.environ.get(DEFAULT_ENV, "").strip().lower()
     if forced and forced not in ("vllm", "hf"):
         raise PolicySpecError(f"${DEFAULT_ENV} must be 'vllm' or 'hf', got {forced!r}")
     note = None
     if forced != "hf":
         try:
-            policy = _load("vllm:default")
+            policy = _load(vllm_spec)
         except PolicyError as exc:  # vLLM missing (spec error naming the package) or its engine failed
             if forced == "vllm":
                 raise
             note = f"vLLM unavailable: {str(exc).splitlines()[0][:200]}"
-            log.warning("--llm default: %s; using transformers, which is several times slower", note)
+            log.warning("--llm %s: %s; using transformers, which is several times slower", which, note)
         except Exception as exc:  # noqa: BLE001 - a broken vLLM install or engine start must not stop `default`
             if forced == "vllm":
                 raise PolicyError(f"vLLM failed to start: {type(exc).__name__}: {exc}") from exc
             note = f"vLLM failed to start: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-            log.warning("--llm default: %s; using transformers, which is several times slower", note)
+            log.warning("--llm %s: %s; using transformers, which is several times slower", which, note)
         else:
-            return _remember(policy, PolicyChoice("default", "vllm:default", "vllm", _model_of(policy),
+            return _remember(policy, PolicyChoice(which, vllm_spec, "vllm", _model_of(policy),
                                                   "fastest backend installed"))
-    policy = _load(DEFAULT_SPEC)
+    policy = _load(hf_spec)
     note = note or (f"forced by ${DEFAULT_ENV}" if forced else None)
-    return _remember(policy, PolicyChoice("default", DEFAULT_SPEC, "hf", _model_of(policy), note))
+    return _remember(policy, PolicyChoice(which, hf_spec, "hf", _model_of(policy), note))
 
 
 def _remember(policy: Policy, choice: PolicyChoice) -> Policy:
@@ -169,5 +179,8 @@ def _load(spec: str) -> Policy:
             raise PolicySpecError(
                 f"policy spec {spec!r} needs the package {exc.name!r}: pip install -e '.[{extra}]'"
             ) from exc
-        return Backend(Config.from_spec(target, options, spec))
+        from jupiter.llm.model_dirs import resolve_model_dir
+
+        # default / default-base / an adapter folder -> the folder to load (merging an adapter once)
+        return Backend(Config.from_spec(resolve_model_dir(target), options, spec))
     raise PolicySpecError(f"unknown policy spec {spec!r}; use one of: {_FORMS}")

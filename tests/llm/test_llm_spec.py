@@ -1,5 +1,7 @@
 """load_policy spec parsing (no model is loaded by these tests)."""
 
+from pathlib import Path
+
 import pytest
 
 from jupiter.llm import PolicySpecError, load_policy
@@ -144,3 +146,39 @@ def test_every_loaded_policy_says_what_it_is(tmp_path):
         assert describe_policy(policy) == {"requested": "http://127.0.0.1:9/v1#model=m",
                                            "spec": "http://127.0.0.1:9/v1#model=m", "backend": "http",
                                            "model": "m", "note": None}
+
+
+def test_default_base_takes_the_same_backend_choice_with_the_base_model(monkeypatch):
+    from jupiter.llm.spec import describe_policy
+
+    monkeypatch.delenv("JUPITER_DEFAULT_LLM", raising=False)
+    tried = _fake_loader(monkeypatch, failing={"vllm:default-base": PolicySpecError("needs the package 'vllm'")})
+    policy = load_policy("default-base")
+    assert tried == ["vllm:default-base", "hf:default-base"]
+    assert describe_policy(policy)["requested"] == "default-base"
+    monkeypatch.setenv("JUPITER_DEFAULT_LLM", "hf")
+    tried = _fake_loader(monkeypatch)
+    assert load_policy("default-base").choice.spec == "hf:default-base" and tried == ["hf:default-base"]
+
+
+def test_local_specs_resolve_default_and_adapter_folders_before_the_backend_is_built(monkeypatch, tmp_path):
+    """hf:/vllm: hand the backend a folder: default -> fine-tuned, default-base -> base, adapter -> its merge."""
+    import jupiter.llm.model_dirs as model_dirs
+    from jupiter.llm.hf_local import HfConfig
+
+    built = []
+    monkeypatch.setattr("jupiter.llm.hf_local.HfPolicy", lambda config: built.append(config) or config)
+    monkeypatch.setattr("jupiter.default_model.ensure_finetuned_default_model", lambda: tmp_path / "tuned")
+    monkeypatch.setattr("jupiter.default_model.ensure_default_model", lambda: tmp_path / "base")
+    monkeypatch.setattr(model_dirs, "ensure_merged", lambda path: tmp_path / f"merged-{Path(path).name}")
+    for name in ("tuned", "base", "merged-adapter"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    load_policy("hf:default")
+    load_policy("hf:default-base#dtype=float32")
+    load_policy(f"hf:{adapter}")
+    assert [c.model_dir for c in built] == [tmp_path / "tuned", tmp_path / "base", tmp_path / "merged-adapter"]
+    assert isinstance(built[1], HfConfig) and built[1].dtype == "float32"
