@@ -320,6 +320,28 @@ def _dsbench_record(result: Any, spec: DsbenchSpec, data: DsbenchData, capture: 
     return TaskRecord(**{**record.__dict__, "extra": extra})
 
 
+class _NamedFailures:
+    """The policy, whose crashes reach the caller as a ``PolicyError`` naming it, as in the search driver (the
+    task simplification calls the policy before any tree does)."""
+
+    def __init__(self, policy: Any) -> None:
+        self._policy = policy
+
+    def generate(self, histories: Any, params: Any) -> Any:
+        from search.driver import policy_failure
+
+        try:
+            return self._policy.generate(histories, params)
+        except Exception as exc:
+            failure = policy_failure(self._policy, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
+
+
 def run_dsbench(
     data: DsbenchData,
     policy: Any,
@@ -340,7 +362,8 @@ def run_dsbench(
     if simplify:
         texts = {s.name: (data.root / "task" / f"{s.name}.txt").read_text(encoding="utf-8", errors="replace")
                  for s in data.specs if s.name not in done}
-        descriptions = simplify_descriptions(texts, policy, options.out_dir / "simplified", model_key=model_key)
+        descriptions = simplify_descriptions(texts, _NamedFailures(policy), options.out_dir / "simplified",
+                                             model_key=model_key)
     tasks = [task_from_dsbench(data.root, s.name, description=descriptions.get(s.name)) for s in data.specs]
     capture = SubmissionCapture()
     inner = make_sandbox or sandbox_factory(config.cell_timeout)

@@ -36,7 +36,7 @@ from search.puct import backup, select
 from search.result import SearchResult, SearchStats, result_from_tree
 from search.tree import MODEL_FAILURES, Node, NodeStatus, TerminalReason, Tree
 
-__all__ = ["DriverStep", "TreeUpdate", "solve_many", "run_search", "tie_break_key"]
+__all__ = ["DriverStep", "TreeUpdate", "solve_many", "run_search", "tie_break_key", "policy_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
         try:
             outputs = policy.generate(histories, params)
         except Exception as exc:  # any backend's crash reaches the caller as the policy's failure
-            failure = _policy_failure(policy, exc)
+            failure = policy_failure(policy, exc)
             if failure is exc:
                 raise
             raise failure from exc
@@ -219,7 +219,7 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
     return children, len(groups)
 
 
-def _policy_failure(policy: PolicyLike, exc: Exception) -> Exception:
+def policy_failure(policy: PolicyLike, exc: Exception) -> Exception:
     """``exc`` as a ``PolicyError`` naming the backend (unchanged when it is one), so callers can tell a dead
     policy from a bug in the search; the backend's own exception stays chained as the cause."""
     from jupiter.llm.types import PolicyError

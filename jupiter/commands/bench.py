@@ -106,6 +106,17 @@ def _config(args: argparse.Namespace) -> Any:
     return config_from_args(args, args.value_model is not None, **extra)
 
 
+def _fit_context(config: Any, policy: Any) -> Any:
+    """Cap the search's context budget at the policy's window when it has one (in-process vLLM: its
+    ``max_model_len``). Why: a history longer than the engine's window fails the whole batched call, so a
+    path must end (``context_limit``) before it gets there; the policy's ``count_tokens`` measures it."""
+    window = getattr(policy, "context_window", None)
+    if not isinstance(window, int) or window >= config.context_limit or window <= config.max_tokens:
+        return config
+    log.info("context_limit %d -> %d: the policy's context window", config.context_limit, window)
+    return config.replace(context_limit=window)
+
+
 def _value(path: Path | None) -> Any:
     """The value model at ``path`` (None without one)."""
     if path is None:
@@ -215,6 +226,7 @@ def _run(args: argparse.Namespace, benchmark: str, go: Any) -> int:
     except PolicyError as exc:
         print(f"jupiter bench: error: --llm: {exc}", file=sys.stderr)
         return 2
+    config = _fit_context(config, policy)
     try:
         return go(config, policy, value, out_dir, solver, write_run_info)
     finally:

@@ -74,6 +74,19 @@ class _DropThreadCountWarning(logging.Filter):
 logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(_DropThreadCountWarning())
 
 
+class _DropChunkedPrefillWarning(logging.Filter):
+    """vLLM warns that turning chunked prefill off "may cause the engine to crash or produce incorrect outputs"
+    for every model that defaults to it. Here it is off on purpose (CPU builds, see the module docstring): a
+    prompt is then prefilled whole, and a batch that fits one step is scheduled exactly as with chunking, so
+    the same seeds give the same texts either way."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "does not officially support disabling chunked prefill" not in record.getMessage()
+
+
+logging.getLogger("vllm.engine.arg_utils").addFilter(_DropChunkedPrefillWarning())
+
+
 @dataclass(frozen=True)
 class VllmConfig:
     """Settings of the in-process vLLM backend (defaults: what runs on a small CPU machine).
@@ -184,6 +197,16 @@ class VllmPolicy(BasePolicy):
     def render(self, history: list[Message]) -> str:
         """The prompt text for one history (tokenizer chat template, else the Gemma template)."""
         return render_for_tokenizer(history, self.tokenizer, self._template)
+
+    @property
+    def context_window(self) -> int:
+        """The longest prompt + completion the engine takes, in tokens (``max_model_len``): the engine refuses
+        a longer prompt, which would fail the whole batch, so callers cap their context budget at it."""
+        return self.config.max_model_len
+
+    def count_tokens(self, history: list[Message]) -> int:
+        """Prompt tokens of ``history`` as the engine will see them (rendered, special tokens included)."""
+        return len(self.tokenizer(self.render(history))["input_ids"])
 
     def _sampling(self, params: SamplingParams, n: int, seed: int | None) -> "vllm.SamplingParams":
         return vllm.SamplingParams(

@@ -224,3 +224,40 @@ def test_a_ray_batch_with_failed_trees_is_one_line_from_the_manifest(tmp_path):
     assert line.startswith("2 of 3 task(s) did not finish on Ray (--llm vllm:default); first: b: gave_up "
                            "(out_of_memory): worker killed by the memory monitor")
     assert str(manifest.path) in line
+
+
+def test_the_search_context_budget_is_capped_at_the_policy_window():
+    """A history longer than an engine's window fails the whole batched call: paths must end before it."""
+    from jupiter.commands.bench import _fit_context
+    from search import config_for_mode
+
+    config = config_for_mode("react", max_tokens=512)
+    windowed = CrashingReplay({"default": ["x"]}, calls=1)
+    windowed.context_window = 4096
+    assert _fit_context(config, windowed).context_limit == 4096
+    assert _fit_context(config, CrashingReplay({"default": ["x"]}, calls=1)) is config  # no window: unchanged
+    windowed.context_window = 10**6
+    assert _fit_context(config, windowed) is config  # a larger window never raises the budget
+
+
+def test_a_crash_while_simplifying_dsbench_tasks_is_recorded_too(dsbench_root, tmp_path, capsys, monkeypatch):
+    """The policy's first DSBench call (the task simplification) comes before any tree: still one line, exit 1,
+    a failure record and a failed report."""
+    import jupiter.llm
+
+    spec = {"name": "toy-regression", "value_col": "y", "gt": 0.0, "baseline": 4.0, "higher_is_better": False,
+            "metric_line": "performance = np.sqrt(mean_squared_error(answers[args.value], predictions[args.value]))"}
+    tasks_json = tmp_path / "tasks.json"
+    tasks_json.write_text(json.dumps([spec]))
+    monkeypatch.setattr(jupiter.llm, "load_policy", lambda spec: CrashingReplay({"default": ["x"]}, calls=0))
+    out = tmp_path / "ds"
+    code = main(["bench", "dsbench", "--data", str(dsbench_root), "--tasks-json", str(tasks_json), "--llm",
+                 "replay:crashing", "--iterations", "2", "--no-progress", "--out", str(out)])
+    stderr = capsys.readouterr().err
+    assert code == 1
+    [line] = _error_lines(stderr)
+    assert "the policy backend replay (--llm replay:crashing) failed" in line and "0 of 1 task(s) finished" in line
+    failure = json.loads((out / "failure.json").read_text())
+    assert failure["unfinished"] == ["toy-regression"] and failure["cause"].startswith("RuntimeError: CPU Generator")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["unfinished"] == ["toy-regression"]
