@@ -5,8 +5,8 @@ Two profiles, because the two uses differ by orders of magnitude in compute:
 * ``paper``: what the Jupiter paper used to fine-tune its policies on NbQA with LLaMA-Factory (each value's
   source is in the comment beside it). Meant for a GPU and a 7B model.
 * ``cpu``: the embedded Gemma 3 270M on a 2-core CPU, in about an hour. A tiny model and a short run want a
-  larger LoRA rank and a higher learning rate; float32 because bf16 matmuls are not faster on these CPUs and
-  bf16 LoRA updates lose precision; a sequence cap so that one long sample cannot stall a step.
+  larger LoRA rank and a higher learning rate; float32 so that the small LoRA updates are not rounded away
+  (bf16 speed on these CPUs is not measured); a sequence cap so that one long sample cannot stall a step.
 
 Every field can be overridden from the command line; ``jupiter sft --print-config`` shows the result.
 """
@@ -172,16 +172,17 @@ PROFILES: dict[str, SftConfig] = {
         lora_alpha=32,  # 2 x rank, as LLaMA-Factory's default
         lora_dropout=0.0,  # one short epoch: nothing to regularise
         target_modules="all-linear",  # as the paper
-        learning_rate=5e-4,  # ours: a tiny model and ~100 steps need a larger step than 1e-4 (measured, docs/sft.md)
+        learning_rate=5e-4,  # ours: a tiny model and ~100 steps need a larger step than 1e-4 (usual LoRA range
+        # for small models is 2e-4..1e-3; the first real run's loss curve is in docs/sft.md)
         schedule=Schedule.COSINE,  # as the paper
         warmup_ratio=0.05,  # ours: few steps; 10 % of ~100 steps would waste a tenth of the hour
         weight_decay=0.0,
         max_grad_norm=1.0,
         batch_size=8,  # ours: more optimizer steps in one hour than 16 would give
-        micro_batch_size=2,  # ours: fastest tokens/s measured on 2 cores (docs/sft.md)
+        micro_batch_size=2,  # ours: the issue's measurement (~150 tokens/s at batch 2, sequence 640, full logits)
         epochs=1.0,
         max_len=1024,  # ours: synthesized samples are ~600-1000 tokens; a cap keeps every step bounded
-        dtype=Dtype.FLOAT32,  # ours: bf16 is not faster on these CPUs and loses LoRA precision
+        dtype=Dtype.FLOAT32,  # ours: full-precision weights and LoRA updates (a bf16 run is not measured here)
         logits_where_loss=True,
         group_by_length=True,
         save_steps=10,
