@@ -5,6 +5,8 @@ scikit-learn fit). For depth d in {1, 5, 10}: median time per child to ``branch(
 one cell in the child (K children per state), for the fork backend and for the replay (jupyter_client) backend;
 the time of the same cell run in an existing state; memory per live state.
 
+``branch_cpu_ms_d*``: CPU time of one branch (host + forking state + new state), comparable on a loaded machine.
+
 Usage: ``python benchmarks/perf/sandbox_branching.py --json`` prints one JSON object.
 """
 from __future__ import annotations
@@ -80,6 +82,29 @@ def branch_times(box: Sandbox, state, k: int, rounds: int = 1) -> list[float]:
     return times
 
 
+def _sched_ns(pid: int) -> int:
+    """Nanoseconds a process has run on a CPU (``/proc/<pid>/schedstat``), 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def branch_cpu_ms(state, n: int) -> float:
+    """CPU time of one ``branch()`` (no cell): the host process, the forking state and the new state until it
+    greets, mean over ``n``. CPU rather than wall time: it stays comparable on a shared, loaded machine, where the
+    wall times swing by 10x."""
+    parent = state._runtime.pid
+    total = 0
+    for _ in range(n):
+        host0, parent0 = time.process_time_ns(), _sched_ns(parent)
+        child = state.branch()
+        total += (time.process_time_ns() - host0) + (_sched_ns(parent) - parent0) + _sched_ns(child._runtime.pid)
+        child.close()
+    return round(total / n / 1e6, 3)
+
+
 def cell_times(state, k: int) -> list[float]:
     probe_state = state.branch()
     times = []
@@ -114,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             cell = cell_times(state, args.k)
             result[f"fork_ms_d{d}"] = _ms(statistics.median(fork))
             result[f"cell_ms_d{d}"] = _ms(statistics.median(cell))
+            result[f"branch_cpu_ms_d{d}"] = branch_cpu_ms(state, args.k * args.rounds)
             if d == DEPTHS[-1]:
                 children = [state.branch() for _ in range(8)]
                 for child in children:
