@@ -65,6 +65,11 @@ class SandboxConfig:
     ``/dev/shm`` and the page cache), enforced by a memory cgroup per state where the host has one (root, cgroup
     v1 memory hierarchy); passing it is ``ExecStatus.MEMORY_LIMIT``. ``memory_limit_mb`` (address space) holds
     everywhere."""
+    state_cgroups: bool = True
+    """A cgroup per state (pids, and v1 memory): what makes ``state_memory_mb`` hold and a timeout or close kill
+    every process of the state. Moving a new state into its groups waits for one RCU grace period of the kernel
+    (cgroup v1): about 14 ms per branch at load 15-36 on this VM, more at worst. False: no such wait, and neither
+    guarantee (``Sandbox.guarantees`` says so)."""
     cpu_weight: int | None = 100
     """CPU share of all the sandbox's cells together (cgroup ``cpu.weight`` scale: 100 = one ordinary process),
     where the host has a cpu cgroup: a cell with 64 processes gets no more CPU than one process of the search
@@ -166,6 +171,8 @@ class SandboxConfig:
             object.__setattr__(self, "root_dir", Path(self.root_dir))
         if not (isinstance(self.startup_timeout_s, (int, float)) and self.startup_timeout_s > 0):
             fail("startup_timeout_s", "must be a positive number of seconds")
+        if not isinstance(self.state_cgroups, bool):
+            fail("state_cgroups", "must be True or False")
         if not isinstance(self.huge_pages, bool):
             fail("huge_pages", "must be True or False")
         env = self.env.items() if isinstance(self.env, Mapping) else self.env

@@ -293,15 +293,16 @@ class SandboxGroups:
     its own); and its memory limit counts what its cells put in ``/tmp`` and ``/dev/shm``, which the address
     space limit does not. Where a hierarchy is missing or not writable, it is left out (``available``)."""
 
-    def __init__(self, pids, memory, cpu, state_memory_bytes):
+    def __init__(self, pids, memory, cpu, state_memory_bytes, per_state=True):
         self.pids = pids
         self.memory = memory
         self.cpu = cpu
         self.state_memory_bytes = state_memory_bytes
+        self.per_state = per_state
         self._removing = []
 
     @classmethod
-    def open(cls, pids, state_memory_mb, cpu_weight):
+    def open(cls, pids, state_memory_mb, cpu_weight, per_state=True):
         """Create the sandbox's memory and cpu groups where the host allows it (``$JUPITER_SANDBOX_CGROUP=off``
         disables every cgroup). ``pids``: the sandbox's PidsCgroup, or None."""
         memory = cpu = None
@@ -311,7 +312,8 @@ class SandboxGroups:
                 memory = None  # v2: the zygote would be an inner process; per-state memory needs v1 here
             if cpu_weight is not None:
                 cpu = _make_group("cpu", cpu_weight)
-        return cls(pids, memory, cpu, None if state_memory_mb is None else int(state_memory_mb * 1024 * 1024))
+        return cls(pids, memory, cpu, None if state_memory_mb is None else int(state_memory_mb * 1024 * 1024),
+                   per_state)
 
     @property
     def procs_files(self):
@@ -320,7 +322,10 @@ class SandboxGroups:
                                               self.cpu) if g is not None]
 
     def new_state(self, name):
-        """The group of one new state (created now; None where no hierarchy is usable)."""
+        """The group of one new state (created now; None where no hierarchy is usable or per-state groups are
+        off)."""
+        if not self.per_state:
+            return None
         self.collect()
         paths = []
         memory = None

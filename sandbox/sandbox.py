@@ -159,12 +159,12 @@ class Sandbox:
             held.add(Guarantee.HOST_HIDDEN)
             if self.isolation.uid is not None:
                 held |= {Guarantee.ZYGOTE_PROTECTED, Guarantee.FILES_SEPARATED}
-        groups = self._groups
+        groups = self._groups if self._groups is not None and self._groups.per_state else None
         if groups is not None and groups.pids is not None:
             held.add(Guarantee.PROCESSES_CONTAINED)
         if groups is not None and groups.memory is not None:
             held |= {Guarantee.PROCESSES_CONTAINED, Guarantee.STATE_MEMORY}
-        if groups is not None and groups.cpu is not None:
+        if self._groups is not None and self._groups.cpu is not None:
             held.add(Guarantee.CPU_SHARE)
         return frozenset(held)
 
@@ -183,7 +183,7 @@ class Sandbox:
         RLIMIT_NPROC, which would count other sandboxes' processes too), else under the rlimit."""
         cfg = self.config
         self.process_budget, self._cgroup = open_process_budget(cfg.max_processes, self.isolation.nproc_enforced)
-        self._groups = SandboxGroups.open(self._cgroup, cfg.state_memory_mb, cfg.cpu_weight)
+        self._groups = SandboxGroups.open(self._cgroup, cfg.state_memory_mb, cfg.cpu_weight, cfg.state_cgroups)
         rlimits = cfg.rlimits()
         if self._cgroup is not None:
             rlimits["nproc"] = None

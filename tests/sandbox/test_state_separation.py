@@ -202,3 +202,12 @@ def test_cells_share_one_cpu_group(box):
     members = {int(p) for p in (cpu / "cgroup.procs").read_text().split()}
     assert set(_processes_running("305.25")) <= members and state._runtime.pid in members
     state.close()
+
+
+def test_per_state_cgroups_can_be_turned_off_and_the_guarantees_say_so():
+    from sandbox import Guarantee
+
+    with Sandbox(SandboxConfig(state_cgroups=False, preload_modules=())) as plain:
+        assert not {Guarantee.PROCESSES_CONTAINED, Guarantee.STATE_MEMORY} & plain.guarantees
+        state = plain.open_root()
+        assert state._runtime.group is None and state.branch().run("1 + 1").result == "2"
