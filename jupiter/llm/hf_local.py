@@ -25,7 +25,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from jupiter.llm.base import BasePolicy
-from jupiter.llm.rendering import render_for_tokenizer, template_by_name
+from jupiter.llm.rendering import end_of_turn_ids, render_for_tokenizer, template_by_name
 from jupiter.llm.types import Completion, FinishReason, PolicySpecError, SamplingParams
 from jupiter.prompts import Message
 
@@ -34,8 +34,6 @@ __all__ = ["HfConfig", "HfPolicy"]
 log = logging.getLogger(__name__)
 
 _DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32}
-#: Tokens that end a chat turn besides the tokenizer's EOS (Gemma, ChatML).
-_END_OF_TURN_TOKENS = ("<end_of_turn>", "<|im_end|>")
 
 
 @dataclass(frozen=True)
@@ -147,13 +145,7 @@ class HfPolicy(BasePolicy):
         self._template = template_by_name(config.template) if config.template else None
         pad = self.tokenizer.pad_token_id
         self._pad_id = pad if pad is not None else self.tokenizer.eos_token_id
-        self._end_ids = self._end_token_ids()
-
-    def _end_token_ids(self) -> list[int]:
-        ids = {self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set()
-        vocab = self.tokenizer.get_vocab()
-        ids.update(vocab[t] for t in _END_OF_TURN_TOKENS if t in vocab)
-        return sorted(ids)
+        self._end_ids = end_of_turn_ids(self.tokenizer)
 
     def render(self, history: list[Message]) -> str:
         """The prompt text for one history (tokenizer chat template, else the Gemma template)."""

@@ -12,9 +12,11 @@ from typing import Any, Sequence
 from jupiter.llm.types import PolicySpecError
 from jupiter.prompts import CHATML, GEMMA, ChatTemplate, Message, render_prompt
 
-__all__ = ["TEMPLATES", "template_by_name", "render_for_tokenizer"]
+__all__ = ["TEMPLATES", "END_OF_TURN_TOKENS", "template_by_name", "render_for_tokenizer", "end_of_turn_ids"]
 
 TEMPLATES: dict[str, ChatTemplate] = {GEMMA.name: GEMMA, CHATML.name: CHATML}
+#: Special tokens that close a turn in the chat renderings we use (Gemma, ChatML).
+END_OF_TURN_TOKENS = ("<end_of_turn>", "<|im_end|>")
 
 
 def template_by_name(name: str) -> ChatTemplate:
@@ -39,3 +41,17 @@ def render_for_tokenizer(messages: Sequence[Message], tokenizer: Any, template: 
             text = text[len(bos):]
         return text
     return render_prompt(messages, template or GEMMA)
+
+
+def end_of_turn_ids(tokenizer: Any) -> list[int]:
+    """Token ids that end a model turn: the tokenizer's EOS and the end-of-turn tokens of its vocabulary.
+
+    Why: a model fine-tuned on chat-rendered samples (``jupiter sft``) ends its reply with the rendering's
+    end-of-turn token, but a base model's EOS is another token (Gemma: ``<eos>``, not ``<end_of_turn>``). A
+    backend that stopped only at EOS would let the model write the next turns itself; and the token is special,
+    so it never shows in the text for a stop string to catch.
+    """
+    ids = {tokenizer.eos_token_id} if getattr(tokenizer, "eos_token_id", None) is not None else set()
+    vocab = tokenizer.get_vocab()
+    ids.update(vocab[t] for t in END_OF_TURN_TOKENS if t in vocab)
+    return sorted(ids)

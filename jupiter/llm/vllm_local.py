@@ -54,7 +54,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 import vllm  # noqa: E402  (after the environment defaults above)
 
 from jupiter.llm.base import BasePolicy, child_seeds  # noqa: E402
-from jupiter.llm.rendering import render_for_tokenizer, template_by_name  # noqa: E402
+from jupiter.llm.rendering import end_of_turn_ids, render_for_tokenizer, template_by_name  # noqa: E402
 from jupiter.llm.types import Completion, PolicyError, PolicySpecError, SamplingParams  # noqa: E402
 from jupiter.prompts import Message  # noqa: E402
 
@@ -193,6 +193,7 @@ class VllmPolicy(BasePolicy):
             )
         self.tokenizer = self.llm.get_tokenizer()
         self._template = template_by_name(config.template) if config.template else None
+        self._stop_ids = end_of_turn_ids(self.tokenizer)  # a reply ends with its turn (see end_of_turn_ids)
 
     def render(self, history: list[Message]) -> str:
         """The prompt text for one history (tokenizer chat template, else the Gemma template)."""
@@ -215,6 +216,7 @@ class VllmPolicy(BasePolicy):
             top_p=params.top_p,
             max_tokens=params.max_tokens,
             stop=list(params.stop) or None,
+            stop_token_ids=self._stop_ids,
             seed=seed,
             logprobs=0 if params.logprobs else None,  # 0: only the sampled token's log-prob
         )
