@@ -140,12 +140,12 @@ def classify_reply(draft: ChildDraft, malformed_terminal: bool = True,
 
 
 def is_infrastructure(exec_status: Any) -> bool:
-    """TIMEOUT / MEMORY_LIMIT / DIED: the sandbox's fault, never the model's."""
+    """TIMEOUT / MEMORY_LIMIT / DISK_LIMIT / DIED: the sandbox's fault, never the model's."""
     flag = getattr(exec_status, "is_infrastructure", None)
     if flag is not None:
         return bool(flag() if callable(flag) else flag)
     return str(getattr(exec_status, "value", exec_status)).lower() in {"timeout", "memory_limit", "memory-limit",
-                                                                         "died"}
+                                                                         "disk_limit", "died"}
 
 
 def _status_name(exec_status: Any) -> str:
