@@ -14,27 +14,21 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+
+from tests.headless_chrome import headless_chrome, skip_without_chromium
 
 from jupiter.answers import reward
 from jupiter.commands.solve import write_outputs
 
 from viewer_trees import LABEL, QUESTION, decided, wide_tree
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists()
-                                                 else None)
-if CHROMIUM is None or CHROMEDRIVER is None:
-    pytest.skip("headless browser test needs Debian's chromium and chromium-driver "
-                "(apt-get install -y chromium chromium-driver)", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the dev extra)")
+skip_without_chromium()
+pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the dev extra)")
 
-from selenium.common.exceptions import WebDriverException  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -66,20 +60,8 @@ return {chips: boxes.filter(b => b.what === 'chip').length, overlaps: bad};
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1600,1000", "--no-first-run", "--disable-extensions", "--allow-file-access-from-files"):
-        options.add_argument(arg)
-    try:
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    except WebDriverException as exc:
-        pytest.skip(f"chromium could not start under chromedriver: {exc.msg}")
-    driver.set_page_load_timeout(30)
-    try:
+    with headless_chrome("1600,1000", "--allow-file-access-from-files") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def _write(folder: Path, size: int, **tree_args: Any) -> tuple[Path, dict]:

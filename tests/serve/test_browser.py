@@ -16,18 +16,13 @@ from typing import Iterator
 
 import pytest
 
+from tests.headless_chrome import headless_chrome, skip_without_chromium
+
 from benchmarks.perf.serve_load import EXAMPLE_DATA, EXAMPLE_TASK, ServerProcess, start_server
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists()
-                                                 else None)
-if CHROMIUM is None or CHROMEDRIVER is None:
-    pytest.skip("headless browser test needs Debian's chromium and chromium-driver "
-                "(apt-get install -y chromium chromium-driver)", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the dev extra)")
+skip_without_chromium()
+pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the dev extra)")
 
-from selenium.common.exceptions import WebDriverException  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -45,20 +40,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 @pytest.fixture()
 def browser() -> Iterator[object]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,900", "--no-first-run", "--disable-extensions"):
-        options.add_argument(arg)
-    try:
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    except WebDriverException as exc:
-        pytest.skip(f"chromium could not start under chromedriver: {exc.msg}")
-    driver.set_page_load_timeout(30)
-    try:
+    with headless_chrome() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def _wait(driver, condition, timeout: float = 60, message: str = ""):

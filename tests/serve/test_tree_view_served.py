@@ -10,11 +10,11 @@ Chromium, chromedriver or Selenium is missing.
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+
+from tests.headless_chrome import headless_chrome
 import requests
 
 from benchmarks.perf.serve_load import EXAMPLE_DATA, EXAMPLE_REPLAY, EXAMPLE_TASK, ServerProcess, start_server
@@ -22,9 +22,6 @@ from jupiter.client import Client
 from search.html import TREE_VIEW_JS, extract_view_data
 
 HOSTILE = "</script><script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\"><b>bold</b>"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists()
-                                                 else None)
 
 
 @pytest.fixture(scope="module")
@@ -65,27 +62,8 @@ def test_the_server_serves_the_viewer_tree_html_inlines(served: tuple[ServerProc
 
 @pytest.fixture()
 def browser() -> Iterator[Any]:
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        pytest.skip("headless browser test needs Debian's chromium and chromium-driver "
-                    "(apt-get install -y chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the dev extra)")
-    from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,900", "--no-first-run", "--disable-extensions"):
-        options.add_argument(arg)
-    try:
-        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    except WebDriverException as exc:
-        pytest.skip(f"chromium could not start under chromedriver: {exc.msg}")
-    driver.set_page_load_timeout(30)
-    try:
+    with headless_chrome() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_the_page_shows_the_finished_tree_with_the_engines_vote(served: tuple[ServerProcess, str, dict],
