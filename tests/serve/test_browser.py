@@ -23,6 +23,7 @@ from benchmarks.perf.serve_load import EXAMPLE_DATA, EXAMPLE_TASK, ServerProcess
 skip_without_chromium()
 pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the dev extra)")
 
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -45,7 +46,10 @@ def browser() -> Iterator[object]:
 
 
 def _wait(driver, condition, timeout: float = 60, message: str = ""):
-    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition, message)
+    # the page redraws while a job runs: an element read in one poll may be replaced by the next, so a stale
+    # element means "look again", not a failure
+    return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(condition, message)
 
 
 def _fill(driver, element_id: str, text: str) -> None:
@@ -87,8 +91,9 @@ def test_submit_watch_the_tree_and_read_the_answer(server: ServerProcess, browse
                                  for c in d.find_elements(By.CSS_SELECTOR, "#tree circle.node")), timeout=10,
           message="the chosen path was not highlighted")
     node_count = len(browser.find_elements(By.CSS_SELECTOR, "#tree circle.node"))
-    row = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#jobs tbody tr.current"))[0]
-    _wait(browser, lambda d: "done" in row.text and ANSWER in row.text, timeout=15)
+    current = "#jobs tbody tr.current"
+    _wait(browser, lambda d: any("done" in r.text and ANSWER in r.text for r in d.find_elements(By.CSS_SELECTOR,
+                                                                                               current)), timeout=15)
     assert all(not b.get_attribute("disabled") for b in browser.find_elements(By.CSS_SELECTOR, "button.download"))
 
     # a download button saves the file (fetched with the token header, when there is one)
