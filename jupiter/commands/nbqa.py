@@ -248,6 +248,8 @@ def _add_synth(inner: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks-per-table", type=int, default=4, help="at most this many tasks on one table")
     p.add_argument("--mistake-share", type=float, default=0.2,
                    help="share of solutions written with a realistic error and its fix")
+    p.add_argument("--loose-share", type=float, default=0.5,
+                   help="share of questions that name columns in plain words (\"fare\" for 'Fare'); 0: none")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per cell")
     p.set_defaults(handler=_run_synth)
 
@@ -260,7 +262,8 @@ def _run_synth(args: argparse.Namespace) -> int:
 
     try:
         config = SynthConfig(tasks=args.tasks, seed=args.seed, tasks_per_table=args.tasks_per_table,
-                             mistake_share=args.mistake_share, timeout_s=args.timeout)
+                             mistake_share=args.mistake_share, loose_share=args.loose_share,
+                             timeout_s=args.timeout)
     except ValueError as exc:
         return _fail(str(exc))
     check_output_folder(args.out)

@@ -65,6 +65,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-resume", action="store_true",
                         help="refuse to resume: an output folder with checkpoints is an error")
     parser.add_argument("--merge", action="store_true", help="after training, also write DIR/merged")
+    parser.add_argument("--init-adapter", type=Path, default=None, metavar="ADAPTER_DIR",
+                        help="start from this adapter's LoRA weights (a second stage on new data) instead of "
+                             "fresh ones")
     parser.set_defaults(handler=run, interrupted_note="rerun the same command to resume from the last checkpoint")
 
 
@@ -88,7 +91,7 @@ def _config(args: argparse.Namespace):  # -> SftConfig
 #: flags that change the training, in the order the recorded command lists them
 _RECORDED = ("profile", "epochs", "max_steps", "batch_size", "micro_batch_size", "learning_rate", "schedule",
              "warmup_ratio", "weight_decay", "lora_r", "lora_alpha", "lora_dropout", "max_len", "dtype", "seed",
-             "device")
+             "device", "init_adapter")
 
 
 def _command_line(args: argparse.Namespace, data: Path) -> str:
@@ -131,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
 
     request = SftRequest(data=data, base=args.base or "default", out=args.out, config=config,
                          profile=args.profile, device=args.device, fresh=args.no_resume,
-                         command=_command_line(args, data))
+                         command=_command_line(args, data), init_adapter=args.init_adapter)
     try:
         result = train_sft(request)
     except SftInterrupted as exc:

@@ -65,6 +65,8 @@ class SftRequest:
         device: ``cpu`` or ``cuda`` (or ``cuda:N``).
         command: the command line, recorded in ``training.json``.
         fresh: refuse to resume (an existing checkpoint is an error instead).
+        init_adapter: an adapter folder (an earlier ``jupiter sft`` output) whose LoRA weights this run starts
+            from instead of fresh ones: a second stage on new data, e.g. the shipped default's (docs/sft.md).
     """
 
     data: Path
@@ -75,6 +77,7 @@ class SftRequest:
     device: str = "cpu"
     command: str = ""
     fresh: bool = False
+    init_adapter: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,32 @@ def _run_identity(request: SftRequest, data_hash: str) -> dict[str, Any]:
     config = request.config.to_dict()
     for volatile in ("save_steps", "logging_steps"):
         config.pop(volatile)
-    return {"data_sha256": data_hash, "base": request.base, "config": config}
+    identity = {"data_sha256": data_hash, "base": request.base, "config": config}
+    if request.init_adapter is not None:
+        identity["init_adapter_sha256"] = file_sha256(Path(request.init_adapter) / ADAPTER_WEIGHTS)
+    return identity
+
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+def check_init_adapter(folder: Path, config: SftConfig) -> dict[str, Any]:
+    """The starting adapter's record (path, weights' sha256, its own training command); ``SftError`` when the
+    folder is not a LoRA adapter or its rank differs from the settings' (the weights would not fit)."""
+    folder = Path(folder)
+    settings = folder / "adapter_config.json"
+    if not settings.is_file() or not (folder / ADAPTER_WEIGHTS).is_file():
+        raise SftError(f"--init-adapter {folder}: not an adapter folder (needs adapter_config.json and "
+                       f"{ADAPTER_WEIGHTS})")
+    rank = json.loads(settings.read_text(encoding="utf-8")).get("r")
+    if rank != config.lora_r:
+        raise SftError(f"--init-adapter {folder} has LoRA rank {rank}, the settings say {config.lora_r}: "
+                       f"use --lora-r {rank}")
+    earlier = folder / TRAINING_FILE
+    before = json.loads(earlier.read_text(encoding="utf-8")) if earlier.is_file() else {}
+    return {"path": str(folder), "sha256": file_sha256(folder / ADAPTER_WEIGHTS),
+            "command": before.get("command"), "data_sha256": before.get("data", {}).get("sha256"),
+            "tokens_seen": before.get("tokens_seen")}
 
 
 def _check_out(request: SftRequest, data_hash: str) -> Path | None:
@@ -262,15 +290,17 @@ def _stop_callback(flag: _StopFlag) -> Any:
     return StopOnSignal()
 
 
-def build_model(base_dir: Path, config: SftConfig, device: str) -> Any:
-    """The base model with fresh LoRA adapters (only they train)."""
+def build_model(base_dir: Path, config: SftConfig, device: str, init_adapter: Path | None = None) -> Any:
+    """The base model with LoRA adapters (only they train): fresh ones, or ``init_adapter``'s weights."""
     import torch
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM
 
     dtype = torch.float32 if config.dtype is Dtype.FLOAT32 else torch.bfloat16
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=dtype)
     model.config.use_cache = False
+    if init_adapter is not None:
+        return PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True)
     lora = LoraConfig(task_type="CAUSAL_LM", r=config.lora_r, lora_alpha=config.lora_alpha,
                       lora_dropout=config.lora_dropout, target_modules=config.target_modules)
     torch.manual_seed(config.seed)  # LoRA's A matrices are initialised from torch's RNG
@@ -322,6 +352,8 @@ def train_sft(request: SftRequest) -> SftResult:
     request_out = Path(request.out)
     conversations = read_sharegpt(request.data)  # bad data fails before the model loads
     data_hash = file_sha256(request.data)
+    started_from = (check_init_adapter(request.init_adapter, request.config)
+                    if request.init_adapter is not None else None)
     resume_from = _check_out(request, data_hash)
     base_dir = resolve_base(request.base)
     if request.device.startswith("cuda") and not torch.cuda.is_available():
@@ -337,7 +369,7 @@ def train_sft(request: SftRequest) -> SftResult:
         raise SftError(f"{request.data}: no sample keeps an assistant token within max_len "
                        f"{request.config.max_len}")
     log.info("sft data: %s", report.to_dict())
-    model = build_model(base_dir, request.config, request.device)
+    model = build_model(base_dir, request.config, request.device, request.init_adapter)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     dataset = [{"input_ids": list(s.input_ids), "labels": list(s.labels)} for s in samples]
     flag = _StopFlag()
@@ -364,6 +396,7 @@ def train_sft(request: SftRequest) -> SftResult:
         "profile": request.profile,
         "config": request.config.to_dict(),
         "base": request.base,
+        "init_adapter": started_from,
         "data": {"file": Path(request.data).name, "sha256": data_hash, **report.to_dict()},
         "seed": request.config.seed,
         "device": request.device,

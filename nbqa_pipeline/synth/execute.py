@@ -30,6 +30,8 @@ __all__ = ["Mistake", "SolvedTask", "DropReason", "with_mistake", "run_draft"]
 
 _MAX_VALUE_CHARS = 60
 _FIX_OPENINGS = ("There is no column", "I forgot")
+#: the sentences ``nbqa_pipeline.synth.wording.loosen`` puts in front of a loosely worded task's first thought
+_MAPPING = re.compile(r"^(?:\"[^\"]*\" is the column .+?\. )+")
 
 
 class Mistake(str, enum.Enum):
@@ -84,7 +86,8 @@ def with_mistake(draft: Draft, rng: random.Random) -> tuple[tuple[Step, ...], Mi
         wrong = _wrong_name(draft.column)
         for index, step in enumerate(steps):
             if repr(draft.column) in step.code:
-                bad = Step(step.thought, step.code.replace(repr(draft.column), repr(wrong)))
+                # the mistaken step has not read the column list yet: no "<phrase> is the column ..." sentence
+                bad = Step(_MAPPING.sub("", step.thought), step.code.replace(repr(draft.column), repr(wrong)))
                 fix = Step(f"There is no column {wrong!r}: it is called {draft.column!r}. I will use the exact name.",
                            step.code)
                 return tuple(steps[:index] + [bad, fix] + steps[index + 1:]), mistake

@@ -30,6 +30,7 @@ from nbqa_pipeline.jsonl import append_jsonl, read_jsonl
 from nbqa_pipeline.synth.exclusion import BenchmarkExclusion
 from nbqa_pipeline.synth.execute import DropReason, Mistake, SolvedTask, run_draft, with_mistake
 from nbqa_pipeline.synth.programs import PROGRAMS, inspect_step
+from nbqa_pipeline.synth.wording import loosen, title_case_columns
 from nbqa_pipeline.synth.tables import TableInfo, TableSource, file_name_for, load_table, table_sources, write_table
 
 __all__ = ["SynthConfig", "SynthReport", "run_synth"]
@@ -46,6 +47,8 @@ class SynthConfig:
         seed: the run's seed (tables' order and every task's choices).
         tasks_per_table: at most this many tasks on one table (more tables, more variety).
         mistake_share: share of tasks written with a mistake and its fix (0 to 1).
+        loose_share: share of tasks whose question names columns in plain words instead of their exact names
+            (``nbqa_pipeline.synth.wording``); 0 draws nothing, so a seed's data is what it was before the option.
         timeout_s: per cell.
     """
 
@@ -53,6 +56,7 @@ class SynthConfig:
     seed: int = 0
     tasks_per_table: int = 4
     mistake_share: float = 0.2
+    loose_share: float = 0.5
     timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
@@ -62,6 +66,8 @@ class SynthConfig:
             raise ValueError(f"SynthConfig.tasks_per_table must be >= 1, got {self.tasks_per_table}")
         if not 0 <= self.mistake_share <= 1:
             raise ValueError(f"SynthConfig.mistake_share must be in [0, 1], got {self.mistake_share}")
+        if not 0 <= self.loose_share <= 1:
+            raise ValueError(f"SynthConfig.loose_share must be in [0, 1], got {self.loose_share}")
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,8 @@ def _plan(sources: Iterable[TableSource], config: SynthConfig,
         if loaded is None:
             continue
         info, frame = loaded
+        if config.loose_share and random.Random(f"{config.seed}:{info.source.key}:case").random() < 0.5:
+            info, frame = title_case_columns(info, frame)  # half the tables: benchmark-style capitalised names
         rng = random.Random(f"{config.seed}:{info.source.key}")
         for slot, name in enumerate(_programs_for(rng, config.tasks_per_table)):
             yield info, frame, slot, name
@@ -193,6 +201,8 @@ def run_synth(out_dir: Path, config: SynthConfig = SynthConfig(), sandbox_factor
                 if (info.file_name, draft.question) in questions:
                     dropped["duplicate_question"] += 1
                     continue
+                if config.loose_share and rng.random() < config.loose_share:
+                    draft = loosen(draft, info.columns) or draft
                 data_path = out_dir / "tables" / info.file_name
                 if not data_path.is_file():
                     write_table(frame, data_path)

@@ -152,3 +152,28 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path, base_model_dir)
     assert subprocess.run(command, capture_output=True).returncode == 0
     record = json.loads((out / "training.json").read_text())
     assert record["resumed_from_step"] >= killed_at and record["steps"] == 6
+
+
+def test_a_second_stage_starts_from_the_given_adapter_and_records_it(tiny_adapter, tmp_path, capsys):
+    import torch
+    from safetensors.torch import load_file
+
+    data = short_rows(tmp_path / "sft.jsonl", 3)
+    out = tmp_path / "stage2"
+    no_steps = [a if a != "2" else "1" for a in TINY]  # one step of lr 1e-9: the first stage's weights stay
+    no_steps[no_steps.index("--lr") + 1] = "1e-9"
+    assert main(["sft", str(data), "--out", str(out), "--init-adapter", str(tiny_adapter), *no_steps]) == 0
+    first, second = load_file(tiny_adapter / "adapter_model.safetensors"), load_file(out / "adapter_model.safetensors")
+    assert first.keys() == second.keys()
+    assert all(torch.allclose(first[k], second[k], atol=1e-6) for k in first)  # fresh LoRA B would be zeros
+    assert any(bool(first[k].abs().sum() > 0) for k in first if "lora_B" in k)
+    record = json.loads((out / "training.json").read_text())
+    assert record["init_adapter"]["path"] == str(tiny_adapter)
+    assert record["init_adapter"]["command"] == json.loads((tiny_adapter / "training.json").read_text())["command"]
+    assert f"--init-adapter {tiny_adapter}" in record["command"]
+
+    code, err = run_cli(capsys, str(data), "--out", str(tmp_path / "r8"), "--init-adapter", str(tiny_adapter),
+                        "--max-steps", "1", "--lora-r", "8")
+    assert code == 2 and "has LoRA rank 4, the settings say 8" in err
+    code, err = run_cli(capsys, str(data), "--out", str(tmp_path / "none"), "--init-adapter", str(tmp_path))
+    assert code == 2 and "not an adapter folder" in err
