@@ -290,7 +290,7 @@ class Server:
             try:
                 if double and os.fork() != 0:
                     os._exit(0)
-                self._become_child(request, fds[0], fds[1] if len(fds) > 1 else None,
+                self._become_child(request, fds[0], fds[1] if len(fds) > 1 else None, fds[2:],
                                    reparented=double or self.is_zygote)
             except BaseException:  # noqa: BLE001 - a half-born child must never return into the parent's loop
                 os._exit(70)
@@ -311,7 +311,8 @@ class Server:
             if done:
                 self.children.discard(pid)
 
-    def _become_child(self, request, fd, workspace_fd, reparented):
+    def _become_child(self, request, fd, workspace_fd, join_fds, reparented):
+        joined = _join_own_groups(join_fds)  # first: everything this state does from here on is counted there
         os.close(self.conn.detach())
         if self.is_zygote and self.settings.get("uid") is not None:
             _drop_to_cell_user(self.settings.get("rlimits", {}))
@@ -336,12 +337,16 @@ class Server:
                 os.close(source)
         if self.separate:
             _enter_own_view(self.settings)
+        elif self.settings.get("scope_signals"):
+            _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # Landlock asks for it (no setuid gains in cells)
+        scoped = bool(self.settings.get("scope_signals")) and _scope_signals()
         os.close(workspace_fd)
         os.chdir(dest)
         os.environ["PWD"] = dest
         self._arm_faulthandler()
         fds = () if self._fault_fd is None else (self._fault_fd,)
-        protocol.send_frame(self.conn, {"op": "hello", "pid": os.getpid(), "fault_fd": bool(fds)}, fds=fds)
+        protocol.send_frame(self.conn, {"op": "hello", "pid": os.getpid(), "fault_fd": bool(fds), "joined": joined,
+                                        "scoped": scoped}, fds=fds)
 
     def _settle(self):
         """Once the double fork finished (checked lazily, off the branch's critical path), ask for SIGKILL when
@@ -425,6 +430,53 @@ class Server:
             else:
                 reply = {"op": "error", "message": f"unknown op {op!r}"}
             protocol.send_frame(self.conn, reply)
+
+
+def _join_own_groups(fds):
+    """Move this new state into its own cgroups: write ``0`` (this thread, the only one after ``fork``) into each
+    ``tasks`` descriptor the host opened and sent with the fork request, then close it. A process that moves
+    itself skips the kernel's RCU wait that the host's move costs (``sandbox.limits.StateGroup``). True when every
+    move worked (the host checks, and moves the state itself otherwise)."""
+    joined = bool(fds)
+    for fd in fds:
+        try:
+            os.write(fd, b"0")
+        except OSError:
+            joined = False
+        finally:
+            os.close(fd)
+    return joined
+
+
+# Landlock (Linux 6.12+, ABI 6): a state's own domain, in which its processes can signal and trace only processes
+# of the same domain or of domains made inside it (its branches, forked after it). syscall numbers are the same
+# on every architecture that has them.
+_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_RESTRICT_SELF = 444, 446
+_LANDLOCK_SCOPE_SIGNAL = 2
+
+
+class _LandlockRuleset(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+def _scope_signals():
+    """Enter a Landlock domain of this state's own that scopes signals (and, as every Landlock domain, ptrace and
+    ``/proc/<pid>/root`` access) to it: ``kill(-1)`` in a cell reaches its own processes and its branches, not
+    its siblings, its ancestors, the zygote or the host. Needs ``no_new_privs`` (set before). False where the
+    kernel has no such Landlock or the 16 nested domains are used up (a state deeper than that keeps its
+    parent's domain)."""
+    syscall = _libc.syscall
+    syscall.restype = ctypes.c_long
+    attr = _LandlockRuleset(0, 0, _LANDLOCK_SCOPE_SIGNAL)
+    fd = syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
+                 ctypes.c_uint32(0))
+    if fd < 0:
+        return False
+    try:
+        return syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(fd), ctypes.c_uint32(0)) == 0
+    finally:
+        os.close(fd)
 
 
 def _copy_tree(src_fd, dst_fd):

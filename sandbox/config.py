@@ -53,7 +53,12 @@ class SandboxConfig:
     max_live_states: int = 64
     """Most states kept as live processes; least-recently-used ones beyond are evicted (rebuilt by replay)."""
     max_memory_mb: float | None = None
-    """Budget for the summed unique memory (USS) of live states; None: count cap only."""
+    """Memory budget of this sandbox alone (its memory cgroup's usage less page cache, or else the summed USS of its
+    live states); None: no per-sandbox cap (the process-wide one, ``shared_memory_budget``, still holds)."""
+    shared_memory_budget: bool = True
+    """Join the process-wide memory budget (``sandbox.budget.process_budget``): when the live states of all the
+    process's sandboxes together pass it, the least recently used idle state of any of them is evicted. Its size
+    is ``$JUPITER_SANDBOX_MEMORY_MB`` or a third of the memory available when the first sandbox starts."""
     memory_limit_mb: int | None = 4096
     """RLIMIT_AS of each runtime process (address space, MiB)."""
     cpu_limit_s: int | None = 3600
@@ -171,8 +176,9 @@ class SandboxConfig:
             object.__setattr__(self, "root_dir", Path(self.root_dir))
         if not (isinstance(self.startup_timeout_s, (int, float)) and self.startup_timeout_s > 0):
             fail("startup_timeout_s", "must be a positive number of seconds")
-        if not isinstance(self.state_cgroups, bool):
-            fail("state_cgroups", "must be True or False")
+        for name in ("state_cgroups", "shared_memory_budget"):
+            if not isinstance(getattr(self, name), bool):
+                fail(name, "must be True or False")
         if not isinstance(self.huge_pages, bool):
             fail("huge_pages", "must be True or False")
         env = self.env.items() if isinstance(self.env, Mapping) else self.env

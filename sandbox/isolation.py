@@ -3,6 +3,7 @@
 only (one warning per process)."""
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import os
@@ -44,6 +45,21 @@ class IsolationPlan:
     def nproc_enforced(self) -> bool:
         """RLIMIT_NPROC does not apply to root: it only holds when runtimes run as another user."""
         return self.uid not in (None, 0) or os.geteuid() != 0
+
+
+#: Landlock ABI version from which a domain can scope signals (``LANDLOCK_SCOPE_SIGNAL``, Linux 6.12).
+LANDLOCK_SIGNAL_ABI = 6
+
+
+@functools.lru_cache(maxsize=1)
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0: none). Each fork-backend state enters a Landlock domain of its own
+    that scopes its signals and its ptrace / ``/proc/<pid>/root`` access to itself and its branches
+    (``sandbox._server._scope_signals``); it needs ABI 6."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    version = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # ..._VERSION flag
+    return max(0, int(version))
 
 
 @functools.lru_cache(maxsize=1)

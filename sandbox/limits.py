@@ -300,6 +300,43 @@ class SandboxGroups:
         self.state_memory_bytes = state_memory_bytes
         self.per_state = per_state
         self._removing = []
+        self.protected = set()  # host pids of the zygote and the live runtimes (see StateGroup.kill)
+        self._usage_fd = None
+        self._file_bytes = 0
+        self._file_read_at = float("-inf")
+
+    def memory_in_use(self, file_refresh_s=1.0):
+        """Memory of everything in the sandbox's memory group (zygote, states, their processes and tmpfs files),
+        less its page cache, in bytes; None without a v1 memory group. The usage is one counter the kernel keeps
+        (read through a descriptor kept open: ~0.01 ms); the page cache comes from ``memory.stat`` (a walk of
+        the states' groups) at most every ``file_refresh_s``."""
+        if self.memory is None:
+            return None
+        try:
+            if self._usage_fd is None:
+                self._usage_fd = os.open(self.memory / "memory.usage_in_bytes", os.O_RDONLY | os.O_CLOEXEC)
+            usage = int(os.pread(self._usage_fd, 32, 0))
+        except (OSError, ValueError):
+            return None
+        now = time.monotonic()
+        if now - self._file_read_at >= file_refresh_s:
+            self._file_read_at = now
+            try:
+                stat = dict(line.split() for line in (self.memory / "memory.stat").read_text().splitlines())
+                self._file_bytes = int(stat.get("total_active_file", 0)) + int(stat.get("total_inactive_file", 0))
+            except (OSError, ValueError):
+                pass
+        return max(0, usage - self._file_bytes)
+
+    def rescue(self, pids, state_paths):
+        """Move ``pids`` from a state's groups back to the sandbox's own (the parent of each state group)."""
+        for pid in pids:
+            log.warning("runtime %s was found in another state's cgroup (moved there by a cell): moved back", pid)
+            for path in state_paths:
+                try:
+                    _write(path.parent / "cgroup.procs", pid)
+                except OSError as exc:
+                    log.warning("could not move runtime %s back from %s: %s", pid, path, exc)
 
     @classmethod
     def open(cls, pids, state_memory_mb, cpu_weight, per_state=True):
@@ -359,6 +396,9 @@ class SandboxGroups:
         """Remove the memory and cpu groups (what is left in them is killed); the pids group is removed by its
         owner."""
         self.collect()
+        fd, self._usage_fd = self._usage_fd, None
+        if fd is not None:
+            os.close(fd)
         for path in (*self._removing, self.memory, self.cpu):
             if path is not None:
                 PidsCgroup(path).remove()
@@ -393,7 +433,16 @@ def _make_group(controller, cpu_weight):
 
 
 class StateGroup:
-    """One state's cgroup in each hierarchy (``SandboxGroups.new_state``): its processes are its members."""
+    """One state's cgroup in each hierarchy (``SandboxGroups.new_state``): its processes are its members.
+
+    How a new state gets in without slowing its branch: a process moved by another one (``add``: the host writes
+    its pid into ``cgroup.procs``) makes the kernel take ``cgroup_threadgroup_rwsem`` for writing, which waits for
+    an RCU grace period: 14-17 ms per branch on this VM, most of what the per-state groups added to a branch. A
+    single-threaded process that moves *itself* (writes ``0`` into a cgroup v1 ``tasks`` file) skips that lock
+    (the kernel needs it only to keep another thread group stable): about 0.01 ms. So the host opens the ``tasks``
+    files (``join_files``; the kernel checks the opener's credentials, root's) and hands them to the forking
+    runtime with the fork request; the new state writes ``0`` into each before it does anything else
+    (``_server._join_own_groups``), and the host checks that it did (``holds``; else ``add``)."""
 
     def __init__(self, paths, memory, owner):
         self.paths = paths
@@ -411,6 +460,28 @@ class StateGroup:
                 ok = False
         return ok
 
+    def join_files(self):
+        """Descriptors (write-only) of the v1 ``tasks`` file of each of the state's groups, for the new state to
+        move itself in; empty where a group has none (cgroup v2: the host moves the state, ``add``)."""
+        fds = []
+        for path in self.paths:
+            try:
+                fds.append(os.open(path / "tasks", os.O_WRONLY | os.O_CLOEXEC))
+            except OSError:
+                for fd in fds:
+                    os.close(fd)
+                return []
+        return fds
+
+    def holds(self, pid):
+        """Whether process ``pid`` is a member of every group of the state (read from ``/proc/<pid>/cgroup``)."""
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            return False
+        where = {line.split(":", 2)[2].rstrip("/").rsplit("/", 1)[-1] for line in lines if line.count(":") >= 2}
+        return all(path.name in where for path in self.paths)
+
     def pids(self):
         try:
             return [int(p) for p in (self.paths[0] / "cgroup.procs").read_text().split()]
@@ -418,10 +489,18 @@ class StateGroup:
             return []
 
     def kill(self, timeout_s=2.0):
-        """SIGKILL every member until none is left (a member forking meanwhile is caught by the next round)."""
+        """SIGKILL every member until none is left (a member forking meanwhile is caught by the next round).
+
+        Members the sandbox protects (its zygote, other states' runtimes: ``SandboxGroups.protected``) are moved
+        back to the sandbox's group instead: a cell that took over its runtime's code could keep the ``tasks``
+        descriptor of a branch's group and move them there, so that killing that group would kill them."""
         deadline = time.monotonic() + timeout_s
         while True:
             members = self.pids()
+            shielded = self._owner.protected.intersection(members)
+            if shielded:
+                self._owner.rescue(shielded, self.paths)
+                members = [pid for pid in members if pid not in shielded]
             if not members:
                 return True
             for pid in members:

@@ -143,6 +143,14 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
@@ -152,11 +160,23 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
-def _request_fork(sock: socket.socket, request: dict, deadline: float,
-                  workspace: Path) -> tuple[socket.socket, int, int, int | None] | None:
-    """Ask the runtime on ``sock`` to fork. Returns ``(socket, host_pid, ns_pid, fault_fd)`` of the child (the
-    descriptor of its crash-report memfd, if it sent one), or None when the runtime refused (unsafe to fork).
-    Raises RuntimeDied / protocol.FrameTimeout."""
+@dataclass(frozen=True)
+class _Born:
+    """What the host learns about a new runtime from its hello."""
+
+    sock: socket.socket
+    host_pid: int
+    ns_pid: int
+    fault_fd: int | None
+    joined: bool
+    scoped: bool
+
+
+def _request_fork(sock: socket.socket, request: dict, deadline: float, workspace: Path,
+                  join_fds: tuple[int, ...] = ()) -> _Born | None:
+    """Ask the runtime on ``sock`` to fork. Returns the child's socket, pids and crash-report memfd (if it sent
+    one), whether it moved itself into its cgroups (``join_fds``: ``StateGroup.join_files``) and entered its own
+    Landlock domain; None when the runtime refused (unsafe to fork). Raises RuntimeDied / protocol.FrameTimeout."""
     host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     host_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     try:
@@ -164,11 +184,13 @@ def _request_fork(sock: socket.socket, request: dict, deadline: float,
             # the workspace goes as an open folder: the child copies into it by descriptor, whatever its view
             folder = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:
-                protocol.send_frame(sock, request, fds=(child_end.fileno(), folder))
+                protocol.send_frame(sock, request, fds=(child_end.fileno(), folder, *join_fds))
             finally:
                 os.close(folder)
         finally:
             child_end.close()
+            for fd in join_fds:
+                os.close(fd)
         reply, _, _ = protocol.recv_frame(sock, deadline)
         if not reply.get("ok"):
             host_end.close()
@@ -191,7 +213,7 @@ def _request_fork(sock: socket.socket, request: dict, deadline: float,
         if fault_fd is not None:
             os.close(fault_fd)
         raise RuntimeDied("forked runtime did not report credentials")
-    return host_end, host_pid, int(hello["pid"]), fault_fd
+    return _Born(host_end, host_pid, int(hello["pid"]), fault_fd, bool(hello.get("joined")), bool(hello.get("scoped")))
 
 
 class ForkRuntime:
@@ -199,13 +221,14 @@ class ForkRuntime:
 
     can_fork = True
 
-    def __init__(self, sock: socket.socket, host_pid: int, ns_pid: int, generation: int, workspace: Path,
-                 zygote: "Zygote", fault_fd: int | None = None) -> None:
-        self.sock = sock
-        self.fault_fd = fault_fd
-        self.group: StateGroup | None = zygote.adopt(host_pid, workspace)
-        self.pid = host_pid
-        self.ns_pid = ns_pid
+    def __init__(self, born: _Born, generation: int, workspace: Path, zygote: "Zygote",
+                 group: StateGroup | None) -> None:
+        self.sock = born.sock
+        self.fault_fd = born.fault_fd
+        self.pid = born.host_pid
+        self.ns_pid = born.ns_pid
+        self.scoped = born.scoped
+        self.group: StateGroup | None = zygote.settle(group, born)
         self.generation = generation
         self.workspace = workspace
         self.zygote = zygote
@@ -254,17 +277,26 @@ class ForkRuntime:
         """A new runtime holding a copy of this state, working in ``workspace`` (copied from ours).
         None when forking is unsafe (extra live threads)."""
         self.zygote.layout.make_state_dir(workspace)
+        group, join = self.zygote.new_group(workspace)
         try:
             got = _request_fork(self.sock, {"op": "fork", "workspace": self.zygote.plan.inside(workspace),
                                             "copy": True},
-                                time.monotonic() + timeout_s, workspace)
+                                time.monotonic() + timeout_s, workspace, join)
         except (protocol.ConnectionClosed, BrokenPipeError, ConnectionResetError) as exc:
+            if group is not None:
+                group.close()
             note = self._death_note()
             self.kill()
             raise RuntimeDied(note) from exc
+        except BaseException:
+            if group is not None:
+                group.close()
+            raise
         if got is None:
+            if group is not None:
+                group.close()
             return None
-        return ForkRuntime(*got[:3], generation, workspace, self.zygote, fault_fd=got[3])
+        return ForkRuntime(got, generation, workspace, self.zygote, group)
 
     def info(self, timeout_s: float = 30.0) -> dict:
         protocol.send_frame(self.sock, {"op": "info"})
@@ -292,6 +324,8 @@ class ForkRuntime:
         """Kill the process group now (used for timeouts and eviction of a busy or broken runtime)."""
         if not self.closed:
             self.closed = True
+            if self.zygote.groups is not None:
+                self.zygote.groups.protected.discard(self.pid)
             _kill_group(self.pid)
             if self.group is not None:  # everything the state started, children in sessions of their own too
                 self.group.close()
@@ -345,6 +379,8 @@ class Zygote:
             # without bubblewrap the runtime is our child: it checks that we are still there once it is set to
             # die with us (bwrap --die-with-parent does both otherwise)
             "host_pid": None if plan.bwrap else os.getpid(),
+            # each state its own Landlock domain: its signals (kill -1) reach its own processes and branches only
+            "scope_signals": True,
         }
         self._cmd = [*plan.prefix, config.python, str(_SERVER), json.dumps(settings)]
         self._child_end = child_end
@@ -354,8 +390,10 @@ class Zygote:
         child_end.close()
         if self._error is not None:
             raise StartupError(f"cannot start the sandbox runtime ({self._cmd[0]}): {self._error}")
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         try:
-            hello, _, _ = protocol.recv_frame(self.sock, time.monotonic() + config.startup_timeout_s)
+            hello, _, host_pid = protocol.recv_frame(self.sock, time.monotonic() + config.startup_timeout_s,
+                                                     want_creds=True)
         except (protocol.ConnectionClosed, protocol.FrameTimeout) as exc:
             detail = self._stderr_after_close()
             raise StartupError(f"sandbox runtime failed to start with {config.python} "
@@ -372,6 +410,9 @@ class Zygote:
         self.preloaded = tuple(hello.get("preloaded", ()))
         self.threads = int(hello.get("threads", 1))
         self.uid = hello.get("uid")
+        self.host_pid = host_pid if host_pid is not None else self.pid  # the runtime itself (inside bwrap)
+        if groups is not None and host_pid is not None:  # never killed with a state's group (StateGroup.kill)
+            groups.protected.update(p for p in (self.pid, host_pid, _parent_of(host_pid)) if p is not None)
 
     def _own_process(self) -> None:
         cgroup = self.cgroup
@@ -415,29 +456,44 @@ class Zygote:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None and self.sock.fileno() != -1
 
-    def adopt(self, host_pid: int, workspace: Path) -> StateGroup | None:
-        """Put a new state's process into a cgroup of its own (before it runs any cell): what it starts is
-        counted and killed with it. None where the host has no usable cgroup."""
+    def new_group(self, workspace: Path) -> tuple[StateGroup | None, tuple[int, ...]]:
+        """The cgroup of a state about to be forked, and the descriptors it moves itself in with (before it runs
+        any cell: what it starts is counted and killed with it). ``(None, ())`` where the host has no usable
+        cgroup."""
         if self.groups is None:
-            return None
+            return None, ()
         group = self.groups.new_state(workspace.name)
-        if group is not None and not group.add(host_pid):
+        return group, (() if group is None else tuple(group.join_files()))
+
+    def settle(self, group: StateGroup | None, born: _Born) -> StateGroup | None:
+        """Check that a new state is in its group (it moves itself; a state whose runtime a cell rewrote might
+        not), else move it from here; None where that fails too."""
+        if group is None:
+            return None
+        if not (born.joined and group.holds(born.host_pid)) and not group.add(born.host_pid):
             group.close()
             return None
+        self.groups.protected.add(born.host_pid)
         return group
 
     def spawn(self, workspace: Path, generation: int) -> ForkRuntime:
         """A fresh notebook state (a fork of the clean shell) working in the existing folder ``workspace``."""
-        with self._lock:
-            try:
-                got = _request_fork(self.sock, {"op": "fork", "workspace": self.plan.inside(workspace),
-                                                "copy": False},
-                                    time.monotonic() + self.config.startup_timeout_s, workspace)
-            except (BrokenPipeError, ConnectionResetError) as exc:
-                raise RuntimeDied(f"the sandbox runtime is gone: {exc}") from exc
-        if got is None:
-            raise StartupError("the zygote refused to fork (it has extra threads)")
-        return ForkRuntime(*got[:3], generation, workspace, self, fault_fd=got[3])
+        group, join = self.new_group(workspace)
+        try:
+            with self._lock:
+                try:
+                    got = _request_fork(self.sock, {"op": "fork", "workspace": self.plan.inside(workspace),
+                                                    "copy": False},
+                                        time.monotonic() + self.config.startup_timeout_s, workspace, join)
+                except (BrokenPipeError, ConnectionResetError) as exc:
+                    raise RuntimeDied(f"the sandbox runtime is gone: {exc}") from exc
+            if got is None:
+                raise StartupError("the zygote refused to fork (it has extra threads)")
+        except BaseException:
+            if group is not None:
+                group.close()
+            raise
+        return ForkRuntime(got, generation, workspace, self, group)
 
     def close(self) -> None:
         """End the zygote; every runtime forked from it dies with it (PDEATHSIG, PID namespace)."""

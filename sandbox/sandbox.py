@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from sandbox.budget import MemoryBudget, process_budget
 from sandbox.config import Backend, SandboxConfig
 from sandbox.execution import ExecError, ExecStatus, Execution
-from sandbox.isolation import IsolationPlan, bwrap_works, plan_isolation
+from sandbox.isolation import LANDLOCK_SIGNAL_ABI, IsolationPlan, bwrap_works, landlock_abi, plan_isolation
 from sandbox.limits import PidsCgroup, ProcessBudget, SandboxGroups, open_process_budget
 from sandbox.runtime import (ProcessBudgetFull, RuntimeDied, RuntimeDiskLimit, RuntimeOutOfMemory, RuntimeTimeout,
-                             StartupError, Zygote)
+                             StartupError, Zygote, uss_bytes)
 from sandbox.state import CellRecord, State, StateClosedError
 from sandbox.workspace import Layout, tree_bytes
 
@@ -46,7 +47,9 @@ class SandboxStats:
     that could not fork (extra live threads) and replayed instead. ``process_budget`` says which process limit
     holds (``sandbox.limits.ProcessBudget``: ``cgroup`` = this sandbox's own pids cgroup, ``rlimit`` =
     RLIMIT_NPROC shared by every process of the runtimes' uid, ``none``). ``revivals``: live states whose process was
-found gone while idle and rebuilt by replay; ``zygote_restarts``: the clean shell was started again after dying."""
+found gone while idle and rebuilt by replay; ``zygote_restarts``: the clean shell was started again after dying.
+    ``memory_bytes``: memory of its live states now (``Sandbox.memory_in_use``); ``evictions`` include those the
+    process-wide memory budget made."""
 
     backend: str
     isolated: bool
@@ -66,6 +69,7 @@ found gone while idle and rebuilt by replay; ``zygote_restarts``: the clean shel
     zygote_restarts: int = 0
     disk_limits: int = 0
     disk_bytes: int = 0
+    memory_bytes: int = 0
 
 
 class Guarantee(str, enum.Enum):
@@ -78,6 +82,8 @@ class Guarantee(str, enum.Enum):
     DISK_QUOTA = "the sum of the workspaces is capped (disk_quota_mb)"
     HOST_HIDDEN = "cells see only the system, the Python environment and their inputs, and no network"
     ZYGOTE_PROTECTED = "a cell cannot signal the zygote (kill -1 does not end the sandbox)"
+    SIGNALS_CONTAINED = ("a cell can signal and trace only its own state's processes and its branches (kill -1 spares "
+                         "sibling states, /proc/<pid>/root of their programs is closed)")
     FILES_SEPARATED = "a state cannot reach another state's workspace, /tmp or /dev/shm"
     PROCESSES_CONTAINED = "a timeout or close kills every process the state started (setsid children too)"
     STATE_MEMORY = "a state's memory limit counts its /tmp and /dev/shm files"
@@ -100,7 +106,9 @@ class Sandbox:
     ...     child = root.branch(); ex = child.run("1+1")
     """
 
-    def __init__(self, config: SandboxConfig | None = None) -> None:
+    def __init__(self, config: SandboxConfig | None = None, memory_budget: MemoryBudget | None = None) -> None:
+        """``memory_budget``: the budget this sandbox joins instead of the process-wide one (a caller that keeps
+        several budgets); ignored when ``config.shared_memory_budget`` is False."""
         self.config = config or SandboxConfig()
         cfg = self.config
         self._lock = threading.RLock()
@@ -114,6 +122,9 @@ class Sandbox:
                                        "disk_limits")}
         self._closed = False
         self._disk: dict[int, int] = {}  # bytes of each state's workspace, as last measured
+        self._uss: dict[int, int] = {}  # without a memory cgroup: each live state's USS after its last cell
+        self._zygote_uss = 0
+        self._budget: MemoryBudget | None = None
         self._zygote: Zygote | None = None
         self._kernels: Any = None
         self._cgroup: PidsCgroup | None = None
@@ -135,6 +146,11 @@ class Sandbox:
                 if cfg.max_processes is not None and self.isolation.nproc_enforced:
                     self.process_budget = ProcessBudget.RLIMIT
             self.guarantees = self._guarantees()
+            if self._zygote is not None and self._memory_group() is None:
+                self._zygote_uss = uss_bytes(self._zygote_pid())
+            if cfg.shared_memory_budget:
+                self._budget = memory_budget if memory_budget is not None else process_budget()
+                self._budget.join(self)
             missing = [g for g in Guarantee if g not in self.guarantees]
             if missing and cfg.backend == Backend.FORK:
                 log.warning("sandbox: these do not hold here (%s): %s", self._why_not(),
@@ -159,6 +175,8 @@ class Sandbox:
             held.add(Guarantee.HOST_HIDDEN)
             if self.isolation.uid is not None:
                 held |= {Guarantee.ZYGOTE_PROTECTED, Guarantee.FILES_SEPARATED}
+        if landlock_abi() >= LANDLOCK_SIGNAL_ABI:  # each state its own Landlock domain (the zygote is outside)
+            held |= {Guarantee.ZYGOTE_PROTECTED, Guarantee.SIGNALS_CONTAINED}
         groups = self._groups if self._groups is not None and self._groups.per_state else None
         if groups is not None and groups.pids is not None:
             held.add(Guarantee.PROCESSES_CONTAINED)
@@ -170,6 +188,8 @@ class Sandbox:
 
     def _why_not(self) -> str:
         reasons = []
+        if landlock_abi() < LANDLOCK_SIGNAL_ABI:
+            reasons.append(f"no Landlock signal scoping (ABI {landlock_abi()} < {LANDLOCK_SIGNAL_ABI})")
         if not self.isolation.bwrap:
             reasons.append("no bubblewrap")
         elif self.isolation.uid is None:
@@ -231,16 +251,36 @@ class Sandbox:
 
     def stats(self) -> SandboxStats:
         with self._lock:
-            return SandboxStats(backend=self.config.backend.value, isolated=self.isolation.bwrap,
-                                process_budget=self.process_budget.value,
-                                live_states=len(self._live), states=len(self._states),
-                                disk_bytes=sum(self._disk.values()), **self._counts)
+            stats = dict(backend=self.config.backend.value, isolated=self.isolation.bwrap,
+                         process_budget=self.process_budget.value, live_states=len(self._live),
+                         states=len(self._states), disk_bytes=sum(self._disk.values()), **self._counts)
+        return SandboxStats(memory_bytes=self.memory_in_use(), **stats)
 
     def live_memory_bytes(self) -> int:
-        """Summed unique memory (USS) of the live states' processes."""
+        """Summed unique memory (USS) of the live states' processes, read now from each (``smaps_rollup``: slow
+        with many states; the budgets use ``memory_in_use``)."""
         with self._lock:
             runtimes = [s._runtime for s in self._live.values() if s._runtime is not None]
         return sum(rt.memory_bytes() for rt in runtimes)
+
+    def memory_in_use(self) -> int:
+        """Memory this sandbox holds now, as the budgets count it, at a cost that does not grow with the number of
+        live states: its memory cgroup's usage less page cache (everything its processes and their tmpfs files
+        hold) where it has one, else the USS of each live state measured after its last cell, plus the zygote's."""
+        group = self._memory_group()
+        if group is not None:
+            value = group.memory_in_use()
+            if value is not None:
+                return value
+        with self._lock:
+            return self._zygote_uss + sum(self._uss.values())
+
+    def _memory_group(self) -> SandboxGroups | None:
+        groups = self._groups
+        return groups if groups is not None and groups.memory is not None else None
+
+    def _zygote_pid(self) -> int:
+        return 0 if self._zygote is None else (self._zygote.host_pid or 0)
 
     def close(self) -> None:
         """Stop every process this sandbox started and delete its temporary folders. Idempotent."""
@@ -250,6 +290,8 @@ class Sandbox:
             self._closed = True
             states = list(self._states.values())
             self._live.clear()
+        if self._budget is not None:
+            self._budget.leave(self)
         for state in states:
             runtime, state._runtime = state._runtime, None
             state._closed = True
@@ -323,6 +365,11 @@ class Sandbox:
             else:
                 status = ExecStatus.TRUNCATED if raw.dropped_chars else ExecStatus.OK
             state._history = state._history + (CellRecord(next(self._cell_uids), code),)
+            if self._memory_group() is None and (self._budget is not None or self.config.max_memory_mb is not None):
+                size = runtime.memory_bytes()  # no memory cgroup: the budgets count each state's USS after a cell
+                with self._lock:
+                    if state.id in self._live:
+                        self._uss[state.id] = size
             self._touch(state)
             return self._execution(code, status, outputs, raw.duration_s, raw.execution_count, exec_error,
                                    raw.dropped_chars, runtime.generation)
@@ -389,6 +436,7 @@ class Sandbox:
             with self._lock:
                 self._states.pop(state.id, None)
                 self._live.pop(state.id, None)
+                self._uss.pop(state.id, None)
             runtime, state._runtime = state._runtime, None
             if runtime is not None:
                 runtime.close()
@@ -506,6 +554,7 @@ class Sandbox:
         runtime, state._runtime = state._runtime, None
         with self._lock:
             self._live.pop(state.id, None)
+            self._uss.pop(state.id, None)
         if runtime is not None:
             runtime.close()
 
@@ -554,15 +603,43 @@ class Sandbox:
                     state._lock.release()
         return False
 
+    def _least_recent_idle(self, keep: tuple[Any, ...], tried: set[int]) -> tuple[float, State] | None:
+        """``(last use, state)`` of this sandbox's least recently used live state outside ``keep`` and ``tried``
+        (for the process-wide budget: it compares sandboxes by the time)."""
+        with self._lock:
+            for state in self._live.values():
+                if id(state) not in tried and all(state is not k for k in keep):
+                    return state._last_used, state
+        return None
+
+    def _evict_state(self, state: State) -> bool:
+        """Evict ``state`` if it is idle (its lock free) and live; True when it was."""
+        if not state._lock.acquire(blocking=False):
+            return False
+        try:
+            if state._runtime is None or self._closed:
+                return False
+            self._drop_runtime(state)
+            self._count("evictions")
+            return True
+        finally:
+            state._lock.release()
+
     def _enforce_budget(self, keep: tuple[State, ...]) -> None:
-        """Evict least-recently-used idle states beyond the count cap (and the memory budget, if set)."""
+        """Evict least-recently-used idle states beyond the count cap and this sandbox's ``max_memory_mb``; then
+        let the process-wide memory budget evict across sandboxes."""
+        self._enforce_own_budget(keep)
+        if self._budget is not None:
+            self._budget.enforce(keep)
+
+    def _enforce_own_budget(self, keep: tuple[State, ...]) -> None:
         cfg = self.config
         while True:
             with self._lock:
                 over_count = len(self._live) > cfg.max_live_states
                 candidates = [s for s in self._live.values() if all(s is not k for k in keep)]
             if not over_count and cfg.max_memory_mb is not None:
-                over_count = self.live_memory_bytes() > cfg.max_memory_mb * 1024 * 1024
+                over_count = self.memory_in_use() > cfg.max_memory_mb * 1024 * 1024
             if not over_count:
                 return
             victim = None

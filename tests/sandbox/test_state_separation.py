@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +34,58 @@ def test_a_kill_all_signal_does_not_end_the_sandbox(box):
     assert box.open_root().run("40 + 2").result == "42"
     if box.isolation.uid is not None:  # the cells run as another user than the zygote: it was never hit
         assert box.stats().zygote_restarts == 0
+
+
+def _signals_contained(box) -> None:
+    from sandbox import Guarantee
+
+    if Guarantee.SIGNALS_CONTAINED not in box.guarantees:
+        pytest.skip("no Landlock signal scoping here (Linux < 6.12): a kill-all cell reaches sibling states, which "
+                    "come back by replay")
+
+
+def test_a_kill_all_signal_reaches_only_its_own_state(box):
+    """``os.kill(-1, SIGKILL)`` in one branch used to kill its sibling states too (one uid): they came back by
+    replay, but a cell running there at that moment ended DIED. Now each state has a Landlock domain of its own:
+    the signal reaches the branch's own processes only, and the sibling's cell finishes."""
+    _signals_contained(box)
+    root = box.open_root()
+    root.run("import time\nx = 1")
+    sibling = root.branch()
+    sibling.run("y = 2")
+    done = {}
+    busy = threading.Thread(target=lambda: done.setdefault("ex", sibling.run("time.sleep(2)\nx + y")))
+    busy.start()
+    time.sleep(0.5)
+    bomb = root.branch()
+    ex = bomb.run("import os, signal, subprocess\np = subprocess.Popen(['sleep', '306.25'])\n"
+                  "os.kill(-1, signal.SIGKILL)\np.wait()")
+    busy.join(timeout=60)
+    assert ex.status is ExecStatus.OK and ex.result == "-9"  # its own child was hit
+    assert done["ex"].status is ExecStatus.OK and done["ex"].result == "3"
+    assert root.run("x").result == "1"
+    assert box.stats().revivals == 0 and box.stats().deaths == 0
+
+
+def test_a_state_cannot_reach_a_siblings_files_through_proc_root(box):
+    """A program a state runs (exec'd, so dumpable) could show that state's ``/tmp`` and workspace to another
+    state through ``/proc/<pid>/root`` and ``/proc/<pid>/cwd``, which need ptrace access. Two things refuse it:
+    each state's own user namespace (the kernel asks for CAP_SYS_PTRACE over the target's namespace), and each
+    state's Landlock domain, which scopes ptrace access to the state and its branches."""
+    _signals_contained(box)
+    root = box.open_root()
+    sibling = root.branch()
+    pid = sibling.run("import subprocess\nopen('/tmp/secret.txt', 'w').write('s3cret')\n"
+                      "open('mine.txt', 'w').write('mine')\np = subprocess.Popen(['sleep', '307.25'])\n"
+                      "p.pid").result
+    attacker = root.branch()
+    ex = attacker.run(f"for path in ('/proc/{pid}/root/tmp/secret.txt', '/proc/{pid}/cwd/mine.txt'):\n"
+                      "    try:\n        print(open(path).read())\n"
+                      "    except OSError as exc:\n        print(type(exc).__name__)")
+    assert "s3cret" not in ex.stdout and "mine" not in ex.stdout, ex.stdout
+    assert ex.stdout.split() == ["PermissionError", "PermissionError"], ex.stdout
+    sibling.close()
+    assert _gone("307.25")
 
 
 def test_a_dead_zygote_is_restarted_and_the_tree_goes_on(box):
@@ -173,8 +226,10 @@ def test_fallback_says_what_it_lacks(monkeypatch, caplog):
     monkeypatch.setenv("JUPITER_SANDBOX_CGROUP", "off")
     with caplog.at_level("WARNING", logger="sandbox.sandbox"):
         with Sandbox(SandboxConfig(isolation="none", preload_modules=())) as fallback:
-            lacking = {Guarantee.HOST_HIDDEN, Guarantee.ZYGOTE_PROTECTED, Guarantee.FILES_SEPARATED,
-                       Guarantee.PROCESSES_CONTAINED, Guarantee.STATE_MEMORY, Guarantee.CPU_SHARE}
+            lacking = {Guarantee.HOST_HIDDEN, Guarantee.FILES_SEPARATED, Guarantee.PROCESSES_CONTAINED,
+                       Guarantee.STATE_MEMORY, Guarantee.CPU_SHARE}
+            if Guarantee.SIGNALS_CONTAINED not in fallback.guarantees:  # Landlock protects the host's uid too
+                lacking.add(Guarantee.ZYGOTE_PROTECTED)
             assert not lacking & fallback.guarantees
             assert {Guarantee.HOST_SECRETS, Guarantee.HOST_READS, Guarantee.DISK_QUOTA} <= fallback.guarantees
             said = caplog.text
