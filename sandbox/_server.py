@@ -534,6 +534,7 @@ _CLONE_NEWUSER = 0x10000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 4, 24, 38
 _MAX_VIEW_LEVEL = 30  # the kernel nests at most 32 user namespaces; keep a margin
+_OWN_HOME = ".jupiter-home"  # a state's copy of HOME in its /tmp (``_enter_own_view``)
 
 
 def _check(result, what):
@@ -570,22 +571,34 @@ def _enter_own_view(settings):
             os.close(fd)
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     mount_root = settings["mount"]
+    home = settings["home"]
     sandbox_dir = os.open(mount_root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     old_tmp = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    old_home = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={int(settings['tmp_mb'])}m")
         os.makedirs(mount_root, mode=0o755)
         _mount(f"/proc/self/fd/{sandbox_dir}", mount_root, None, _MS_BIND | _MS_REC)
         top = os.path.relpath(mount_root, "/tmp").split("/")[0]  # the sandbox folder is not a file of the cells
         with os.scandir(old_tmp) as entries:
-            names = [e.name for e in entries if e.name != top]
-        if names:
-            new_tmp = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
+            names = [e.name for e in entries if e.name not in (top, _OWN_HOME)]
+        new_tmp = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            if names:
                 _copy_named(old_tmp, new_tmp, names)
+            # HOME (IPython's and matplotlib's settings and caches) is the state's own too: a copy of its parent's,
+            # on this tmpfs, bound over the shared folder; a cell's matplotlibrc reaches its branches only
+            os.mkdir(_OWN_HOME, 0o755, dir_fd=new_tmp)
+            own_home = os.open(_OWN_HOME, _DIR_FLAGS, dir_fd=new_tmp)
+            try:
+                _copy_tree(old_home, own_home)
             finally:
-                os.close(new_tmp)
+                os.close(own_home)
+        finally:
+            os.close(new_tmp)
+        _mount(f"/tmp/{_OWN_HOME}", home, None, _MS_BIND)
     finally:
+        os.close(old_home)
         os.close(old_tmp)
         os.close(sandbox_dir)
     _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={int(settings['shm_mb'])}m")

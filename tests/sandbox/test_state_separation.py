@@ -156,6 +156,21 @@ def test_tmp_and_shm_are_private_to_a_state(box):
     assert "root.bin" not in seen  # shared memory files do not outlive their state's view
 
 
+def test_home_is_a_states_own_and_passes_to_its_branches(box):
+    """HOME (IPython's and matplotlib's settings) was one folder for all states: a cell's ``matplotlibrc`` changed
+    every other state's plots. Now each state has a copy of its parent's."""
+    _isolated(box)
+    root = box.open_root()
+    writer = root.branch()
+    writer.run("import os\nos.makedirs(os.path.expanduser('~/.matplotlib'), exist_ok=True)\n"
+               "open(os.path.expanduser('~/.matplotlib/matplotlibrc'), 'w').write('figure.dpi: 7')")
+    probe = "import os\nos.path.exists(os.path.expanduser('~/.matplotlib/matplotlibrc'))"
+    assert root.branch().run(probe).result == "False"
+    assert root.run(probe).result == "False"
+    assert writer.branch().run(probe).result == "True"
+    assert not (box.layout.home / ".matplotlib" / "matplotlibrc").exists()
+
+
 def _processes_running(marker: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():

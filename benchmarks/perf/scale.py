@@ -1,0 +1,218 @@
+"""Benchmark: the sandbox at scale — many live states in one sandbox, and many trees through the engine.
+
+Two parts, one JSON object:
+
+- ``live_states``: for each size N (default 100 and 300; ``--full``: 100, 300, 500, 1,000), one sandbox with a
+  budget raised to hold N states (``max_live_states``, ``max_processes``) makes N live states (branches of a root
+  that loaded a DABench table, each running one cell), then times ``--branches`` more branches (branch + one cell +
+  close) at that size. Printed: ``create_s``, per-branch ``branch_ms_p50``/``p95``, summed ``uss_mb``/``pss_mb`` of
+  the states (read once, after the timing), ``limit_reached`` (evictions, process budget or memory budget hit), and
+  whether the process-wide memory budget was on. With ``--budget-ab`` every size runs twice, with the memory budget
+  on (its limit above what N states take, so it costs its check and evicts nothing) and off: the check's cost.
+- ``trees``: ``--trees`` trees (default 8; ``--full``: 100) of the quality benchmark's simulated policy at the
+  default search settings of collect mode (50 iterations, K = 3: about 150 nodes each) through the project's engine
+  (``search.solve_many``, one sandbox per tree, default ``SandboxConfig``: the process-wide memory budget decides
+  what stays live). Printed: wall, nodes, nodes/s, peak PSS of this process and its sandboxes (sampled every
+  ``--sample-s``), peak processes, tree file bytes per node (``search.save_tree``), and the budget's evictions.
+
+Usage: ``python benchmarks/perf/scale.py --json`` (a few minutes); ``--full`` for the issue's sizes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from sandbox import ProcessBudgetError, Sandbox, SandboxConfig  # noqa: E402
+from sandbox.budget import MemoryBudget, process_budget  # noqa: E402
+from sandbox.runtime import pss_bytes, uss_bytes  # noqa: E402
+
+MB = 1024 * 1024
+TABLE = "Credit.csv"
+ROOT_CELL = "import pandas as pd\ndf = pd.read_csv('Credit.csv', index_col=0)\ndf['Util'] = df['Balance'] / df['Limit']"
+CHILD_CELL = "summary = df.groupby('Ethnicity')['Balance'].agg(['mean', 'count'])\nlen(summary)"
+
+
+def shared_dir() -> Path:
+    env = os.environ.get("JUPITER_SHARED")
+    return Path(env) if env else REPO.parent / "shared"
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] * 1000.0, 2)
+
+
+def _check(ex: Any, what: str) -> None:
+    if not ex.ok:
+        raise SystemExit(f"scale: a benchmark cell failed ({what}): {ex.status.value}: {ex.observation()}")
+
+
+def live_states(size: int, branches: int, table: Path, budget_on: bool) -> dict[str, Any]:
+    """N live states in one sandbox; the branch time at that size."""
+    config = SandboxConfig(timeout_s=300, max_live_states=size + branches + 8, max_processes=size + 256,
+                           shared_memory_budget=budget_on)
+    budget = MemoryBudget(1 << 50) if budget_on else None  # checked on every branch, never reached
+    out: dict[str, Any] = {"states": size, "memory_budget": budget_on}
+    with Sandbox(config, memory_budget=budget) as box:
+        root = box.open_root([table])
+        _check(root.run(ROOT_CELL), "root")
+        states = []
+        started = time.perf_counter()
+        try:
+            for _ in range(size):
+                child = root.branch()
+                _check(child.run(CHILD_CELL), "child")
+                states.append(child)
+        except ProcessBudgetError as exc:
+            out["error"] = str(exc)
+        out["create_s"] = round(time.perf_counter() - started, 2)
+        times = []
+        for _ in range(branches):
+            t0 = time.perf_counter()
+            child = root.branch()
+            ex = child.run(CHILD_CELL)
+            times.append(time.perf_counter() - t0)
+            _check(ex, "timed child")
+            child.close()
+        stats = box.stats()
+        pids = [s._runtime.pid for s in states if s._runtime is not None]
+        out.update({
+            "live_states": stats.live_states,
+            "branch_ms_p50": _pct(times, 0.5), "branch_ms_p95": _pct(times, 0.95),
+            "uss_mb": round(sum(uss_bytes(p) for p in pids) / MB, 1),
+            "pss_mb": round(sum(pss_bytes(p) for p in pids) / MB, 1),
+            "uss_mb_per_state": round(sum(uss_bytes(p) for p in pids[:50]) / MB / max(1, min(50, len(pids))), 2),
+            "memory_in_use_mb": round(box.memory_in_use() / MB, 1),
+            "evictions": stats.evictions,
+            "limit_reached": bool(stats.evictions or "error" in out or (budget is not None and budget.reached)),
+        })
+    return out
+
+
+def _descendants(root_pid: int) -> list[int]:
+    """This process and every process below it (sandboxes' launchers, bubblewrap, runtimes, cells)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root_pid]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
+
+
+class _Sampler:
+    """Peak PSS and process count of this process tree, sampled on a thread."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s = every_s
+        self.peak_pss = 0
+        self.peak_processes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="scale-sampler", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            pids = _descendants(os.getpid())
+            self.peak_processes = max(self.peak_processes, len(pids))
+            self.peak_pss = max(self.peak_pss, sum(pss_bytes(p) for p in pids))
+
+    def __enter__(self) -> "_Sampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def trees(n: int, sample_s: float, seed: int) -> dict[str, Any]:
+    """``n`` trees of the simulated policy at the default collect settings, one default sandbox per tree."""
+    from benchmarks.paths import default_data_dir
+    from benchmarks.quality.search_vs_baselines import collect_config, ordered_questions
+    from benchmarks.quality.sim_policy import SimOptions, SimulatedPolicy
+    from benchmarks.quality.solutions import load_solutions, tasks_for
+    from search import save_tree, solve_many
+
+    solutions = load_solutions()
+    questions = ordered_questions(solutions.questions, None)
+    dabench = default_data_dir("dabench")
+    tasks = tasks_for(questions, dabench)
+    tasks = [tasks[i % len(tasks)].replace(id=f"{tasks[i % len(tasks)].id}-{i}") for i in range(n)]
+    config = collect_config()
+    policy = SimulatedPolicy(questions, SimOptions())
+    budget = process_budget()
+    evictions_before = budget.evictions
+    nodes = tree_bytes = finished = errors = 0
+    with tempfile.TemporaryDirectory(prefix="jupiter-scale-") as tmp, _Sampler(sample_s) as sampler:
+        started = time.perf_counter()
+        for result in solve_many(tasks, policy, lambda: Sandbox(SandboxConfig()), config, seed=seed):
+            finished += 1
+            errors += result.error is not None
+            nodes += len(result.tree.nodes)
+            path = save_tree(result.tree, Path(tmp) / f"{finished}.json")
+            tree_bytes += path.stat().st_size
+        wall = time.perf_counter() - started
+    return {
+        "trees": n, "finished": finished, "errors": errors, "nodes": nodes, "wall_s": round(wall, 1),
+        "nodes_per_s": round(nodes / wall, 1) if wall else None,
+        "peak_pss_mb": round(sampler.peak_pss / MB), "peak_processes": sampler.peak_processes,
+        "tree_bytes_per_node": round(tree_bytes / max(1, nodes)),
+        "max_trees_in_flight": config.max_trees_in_flight, "iterations": config.iterations,
+        "expansions": config.expansions,
+        "memory_budget_mb": budget.limit_bytes // MB, "budget_evictions": budget.evictions - evictions_before,
+        "budget_peak_mb": round(budget.peak_bytes / MB),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object (the only mode)")
+    parser.add_argument("--full", action="store_true", help="the issue's sizes: 100/300/500/1,000 states, 100 trees")
+    parser.add_argument("--sizes", default=None, help="comma-separated live-state sizes (default 100,300)")
+    parser.add_argument("--branches", type=int, default=40, help="timed branches per size (default 40)")
+    parser.add_argument("--budget-ab", action="store_true",
+                        help="each size with the memory budget on and off (the check's cost)")
+    parser.add_argument("--trees", type=int, default=None, help="trees of the engine part (default 8; 0: skip)")
+    parser.add_argument("--sample-s", type=float, default=1.0, help="PSS sampling period of the engine part")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    table = shared_dir() / "benchmarks" / "dabench" / "tables" / TABLE
+    if not table.exists():
+        raise SystemExit(f"scale: benchmark table not found: {table} (set JUPITER_SHARED)")
+    sizes = [int(s) for s in (args.sizes or ("100,300,500,1000" if args.full else "100,300")).split(",") if s]
+    n_trees = args.trees if args.trees is not None else (100 if args.full else 8)
+    result: dict[str, Any] = {"live_states": []}
+    for size in sizes:
+        for budget_on in ((True, False) if args.budget_ab else (True,)):
+            result["live_states"].append(live_states(size, args.branches, table, budget_on))
+    if n_trees > 0:
+        result["trees"] = trees(n_trees, args.sample_s, args.seed)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
