@@ -1,12 +1,27 @@
-"""The chosen path as a real notebook (``solution.ipynb``), with the cells' recorded outputs."""
+"""Exports of a tree: the chosen path as a real notebook (``solution.ipynb``), with the cells' recorded outputs,
+and the tree in the paper code's layout (full ``messages`` per node) for users of its scripts.
+
+Paper layout, from the command line (writes one file per tree into ``--out``)::
+
+    python -m search.tree_cli paper trees/*.json --out paper-trees/
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from search.tree import Node, Tree
 
-__all__ = ["solution_path", "path_notebook"]
+__all__ = ["solution_path", "path_notebook", "PAPER_FIELDS", "PAPER_EXTRA_FIELDS", "paper_records",
+           "save_paper_tree"]
+
+#: The node fields of the paper's tree files.
+PAPER_FIELDS = ("tag", "depth", "messages", "is_terminal", "visit_count", "value_sum", "value")
+#: Ours, kept beside them because they cost little and say what the messages cannot: why a branch ended (an
+#: infrastructure failure is not the model's fault, and the value-model extractor skips it) and the answer.
+PAPER_EXTRA_FIELDS = ("status", "exec_status", "terminal_reason", "final_answer")
 
 
 def solution_path(tree: Tree, tag: str | None) -> list[Node]:
@@ -63,3 +78,36 @@ def path_notebook(tree: Tree, tag: str | None, metadata: dict[str, Any] | None =
                         "answer": path[-1].final_answer}}
     meta["jupiter"].update(metadata or {})
     return to_notebook(cells, metadata=meta, markdown=markdown)
+
+
+def paper_records(tree: Tree) -> list[dict[str, Any]]:
+    """The tree as the paper's code writes it: a list of nodes in creation order, each with its full path as
+    ``messages`` (``PAPER_FIELDS``, then ``PAPER_EXTRA_FIELDS``). Sizes grow with depth squared; our own
+    files (``search.tree_io``) store each turn once."""
+    records = []
+    for node in tree.nodes:
+        records.append({
+            "tag": node.tag,
+            "depth": node.depth,
+            "messages": tree.messages(node),
+            "is_terminal": node.is_terminal,
+            "visit_count": node.visit_count,
+            "value_sum": node.value_sum,
+            "value": node.value,
+            "status": node.status.value,
+            "exec_status": node.exec_status,
+            "terminal_reason": node.terminal.value if node.terminal else None,
+            "final_answer": node.final_answer,
+        })
+    return records
+
+
+def save_paper_tree(tree: Tree, path: str | Path) -> Path:
+    """Write ``paper_records(tree)`` as JSON (UTF-8, atomically via a temporary file). Returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(paper_records(tree), ensure_ascii=False, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return path
+

@@ -91,6 +91,7 @@ class Node:
     order: int = 0  # creation order in the tree (ties in decisions go to the earliest)
     timings: dict[str, float] = field(default_factory=dict)
     outputs: list[dict] = field(default_factory=list)  # nbformat outputs of the cell
+    outputs_dropped_chars: int = 0  # characters of the cell's output text not kept (sandbox cap, tree-file cap)
     raw_messages: list[Message] | None = None  # set only for nodes read from the paper's files
     state: Any = field(default=None, repr=False)  # sandbox State handle (never serialised)
     execution: Any = field(default=None, repr=False)  # sandbox Execution (never serialised)
@@ -215,6 +216,29 @@ class Tree:
         if node.turn() is None and node.status is not NodeStatus.ROOT:
             messages.append({"role": "assistant", "content": node.reply})
         return messages
+
+    def history_base(self, node: Node) -> Node | None:
+        """The nearest ancestor whose ``messages`` are a prefix of ``node``'s (None for the root).
+
+        Usually the parent; a step with no clean turn (an unparsable or code-less reply that inference keeps
+        expandable) is left out of its children's history, so they continue its own base. Tree files store
+        each node's messages as the base's plus its own turn.
+        """
+        if node.parent is None:
+            return None
+        if node.raw_messages is None:
+            base = node.parent
+            while base.parent is not None and base.turn() is None:
+                base = base.parent
+            return base
+        mine = node.raw_messages
+        ancestor: Node | None = node.parent
+        while ancestor is not None:
+            theirs = self.messages(ancestor)
+            if len(theirs) <= len(mine) and mine[:len(theirs)] == theirs:
+                return ancestor
+            ancestor = ancestor.parent
+        return None
 
     def answers(self) -> list[Node]:
         """Every answer node, in creation order."""

@@ -1,17 +1,25 @@
-"""Tree files: our JSON (a superset of the paper's node fields) and a reader for the paper's files.
+"""Tree files: our lean JSON, the files we wrote before (version 1) and the paper's tree files.
 
-Our layout is a JSON list of nodes, root first, like the paper's::
+Our layout (version 2) is a JSON list of nodes, root first, one node per line::
 
-    [{"tag": "0", "depth": 0, "messages": [...], "is_terminal": false, "visit_count": 9,      # the paper's
-      "value_sum": 2.0, "value": 0.22,
-      "format": "jupiter-tree", "version": 1, "task": {...Task.to_dict()},                     # root only
-      "parent": null, "thought": "", "code": null, "observation": null, "status": "root", ...},  # ours
-     {"tag": "0.1", ...}, ...]
+    [{"tag": "0", "depth": 0, "is_terminal": false, "visit_count": 9, "value_sum": 2.0, "value": 0.22,
+      "turn": [{"role": "system", ...}, {"role": "user", ...}],
+      "format": "jupiter-tree", "version": 2, "task": {...Task.to_dict()}, "images": {...},   # root only
+      "parent": null, "thought": "", "code": null, "observation": null, "status": "root", ...},
+     {"tag": "0.1", "extends": "0", "turn": [{"role": "assistant", ...}, {"role": "user", ...}], ...}, ...]
 
-Each node keeps the paper's fields, so the paper's tools read our files. The paper's own files are a JSON list
-of nodes, or a dict holding them (``{"nodes": [...]}`` or ``{tag: node}``); their structure is rebuilt from
-the tags ("0" → "0.1" → "0.1.2") and each node's step is recovered from the last turns of its ``messages``.
-Sandbox states and executions are never written.
+Each node stores only its own turn: the messages it adds to the history of the node named by ``extends``
+(its parent, or further up when the parent's reply had no clean turn, see ``Tree.history_base``), so a node's
+full ``messages`` are ``messages(extends) + turn`` — the root's are its ``turn``. Why: version 1 stored every
+node's whole path (the system prompt alone was 21 % of the bytes; real replies grow it with depth squared).
+Outputs are stored capped per cell, images once per file (``search.stored_outputs``); ``outputs_dropped_chars``
+counts what was left out. ``search.export.paper_records`` writes the paper's layout (full ``messages`` per
+node) for its scripts.
+
+Version 1 files (full ``messages`` per node, ``indent=1``) and the paper's own files still load: the paper's
+are a JSON list of nodes, or a dict holding them (``{"nodes": [...]}`` or ``{tag: node}``); their structure is
+rebuilt from the tags ("0" → "0.1" → "0.1.2") and each node's step is recovered from the last turns of its
+``messages``. Sandbox states and executions are never written.
 """
 
 from __future__ import annotations
@@ -20,34 +28,55 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jupiter.prompts import OBSERVATION_PREFIX, ReplyStatus, parse_reply
+from jupiter.prompts import OBSERVATION_PREFIX, Message, ReplyStatus, parse_reply
 from jupiter.task import Task, task_from_record
 
+from search.stored_outputs import (DEFAULT_MAX_CHARS, CappedOutputs, cap_outputs, duplicate_images, resolve_images,
+                                   share_images)
 from search.tree import Node, NodeStatus, TerminalReason, Tree
 
 __all__ = ["TreeFileError", "tree_to_records", "tree_to_dict", "tree_from_dict", "save_tree", "load_tree",
-           "FORMAT"]
+           "node_messages", "dumps_records", "FORMAT", "VERSION"]
 
 FORMAT = "jupiter-tree"
-VERSION = 1
+VERSION = 2
 
 
 class TreeFileError(ValueError):
     """A tree file is unusable; the message names the file and the problem."""
 
 
-def _node_to_dict(tree: Tree, node: Node) -> dict[str, Any]:
-    return {
-        # the paper's fields
+def _own_turn(tree: Tree, node: Node, cache: dict[str, list[Message]]) -> tuple[Node | None, list[Message]]:
+    """(the history base, the messages ``node`` adds to the base's); ``cache`` holds messages by tag."""
+    mine = cache.get(node.tag)
+    if mine is None:
+        mine = cache[node.tag] = tree.messages(node)
+    base = tree.history_base(node)
+    if base is None:
+        return None, mine
+    theirs = cache.get(base.tag)
+    if theirs is None:
+        theirs = cache[base.tag] = tree.messages(base)
+    return base, mine[len(theirs):]
+
+
+def _node_to_dict(tree: Tree, node: Node, cache: dict[str, list[Message]], capped: CappedOutputs,
+                  images: dict[str, str]) -> dict[str, Any]:
+    base, turn = _own_turn(tree, node, cache)
+    dropped = node.outputs_dropped_chars + int(getattr(node.execution, "dropped_chars", 0) or 0) \
+        + capped.dropped_chars
+    record: dict[str, Any] = {
+        # the paper's fields (without ``messages``: see ``turn``)
         "tag": node.tag,
         "depth": node.depth,
-        "messages": tree.messages(node),
         "is_terminal": node.is_terminal,
         "visit_count": node.visit_count,
         "value_sum": node.value_sum,
         "value": node.value,
         # ours
         "parent": node.parent.tag if node.parent else None,
+        "extends": base.tag if base is not None else None,
+        "turn": turn,
         "thought": node.thought,
         "code": node.code,
         "observation": node.observation,
@@ -65,35 +94,91 @@ def _node_to_dict(tree: Tree, node: Node) -> dict[str, Any]:
         "exhausted": node.exhausted,
         "infrastructure_failure": node.is_infrastructure_failure,
         "timings": dict(node.timings),
-        "outputs": list(node.outputs),
+        "outputs": share_images(capped.outputs, images),
     }
+    if dropped:
+        record["outputs_dropped_chars"] = dropped
+    return record
 
 
-def tree_to_records(tree: Tree) -> list[dict[str, Any]]:
-    """The file layout: a list of node records in creation order; the root's also names the format and task."""
-    records = [_node_to_dict(tree, n) for n in tree.nodes]
+def _records(tree: Tree, max_output_chars: int) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    capped = [cap_outputs(n.outputs, max_output_chars) for n in tree.nodes]
+    images = duplicate_images(c.outputs for c in capped)
+    cache: dict[str, list[Message]] = {}
+    return [_node_to_dict(tree, n, cache, c, images) for n, c in zip(tree.nodes, capped)], images
+
+
+def tree_to_records(tree: Tree, max_output_chars: int = DEFAULT_MAX_CHARS) -> list[dict[str, Any]]:
+    """The file layout: a list of node records in creation order; the root's also names the format and task
+    (and holds the ``images`` table when an image occurs more than once)."""
+    records, images = _records(tree, max_output_chars)
     records[0].update(format=FORMAT, version=VERSION, task=tree.task.to_dict() if tree.task is not None else None)
+    if images:
+        records[0]["images"] = images
     return records
 
 
-def tree_to_dict(tree: Tree) -> dict[str, Any]:
-    """``{"format", "version", "task", "nodes"}``: the same content as a dict (for embedding in other JSON)."""
-    return {
+def tree_to_dict(tree: Tree, max_output_chars: int = DEFAULT_MAX_CHARS) -> dict[str, Any]:
+    """``{"format", "version", "task", "nodes"}`` (and ``images`` when shared): the file's content as a dict
+    (for embedding in other JSON)."""
+    records, images = _records(tree, max_output_chars)
+    data: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "task": tree.task.to_dict() if tree.task is not None else None,
-        "nodes": [_node_to_dict(tree, n) for n in tree.nodes],
+        "nodes": records,
     }
+    if images:
+        data["images"] = images
+    return data
 
 
-def save_tree(tree: Tree, path: str | Path) -> Path:
-    """Write ``tree`` as JSON (UTF-8, atomically via a temporary file). Returns the path."""
+def dumps_records(records: list[dict[str, Any]]) -> str:
+    """A JSON list with one compact node per line: small, and still greppable and diffable by node."""
+    lines = (json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records)
+    return "[\n" + ",\n".join(lines) + "\n]\n"
+
+
+def save_tree(tree: Tree, path: str | Path, max_output_chars: int = DEFAULT_MAX_CHARS) -> Path:
+    """Write ``tree`` as JSON (UTF-8, atomically via a temporary file). Returns the path.
+
+    ``max_output_chars``: text kept per cell's outputs (``search.stored_outputs``).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(tree_to_records(tree), ensure_ascii=False, indent=1), encoding="utf-8")
+    tmp.write_text(dumps_records(tree_to_records(tree, max_output_chars)), encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def node_messages(records: list[dict[str, Any]], where: str = "tree") -> dict[str, list[Message]]:
+    """``{tag: messages}`` of every node of a version-2 record list (``messages(extends) + turn``).
+
+    Raises TreeFileError naming the node when its ``turn`` is not a list or its ``extends`` is not in the file.
+    """
+    by_tag = {str(r.get("tag")): r for r in records}
+    out: dict[str, list[Message]] = {}
+
+    def messages(tag: str, seen: tuple[str, ...] = ()) -> list[Message]:
+        if tag in out:
+            return out[tag]
+        record = by_tag.get(tag)
+        if record is None:
+            raise TreeFileError(f"{where}: node {seen[-1]!r} extends {tag!r}, which is not in the file")
+        turn = record.get("turn")
+        if not isinstance(turn, list):
+            raise TreeFileError(f"{where}: node {tag!r} has no 'turn' list")
+        base = record.get("extends")
+        if base is not None and str(base) in seen + (tag,):
+            raise TreeFileError(f"{where}: node {tag!r}: 'extends' makes a cycle")
+        prefix = messages(str(base), seen + (tag,)) if base is not None else []
+        out[tag] = prefix + [dict(m) for m in turn]
+        return out[tag]
+
+    for tag in by_tag:  # iterative enough: depth is bounded by the search's max depth
+        messages(tag)
+    return out
 
 
 def _tag_key(tag: str) -> tuple[int, ...]:
@@ -109,8 +194,12 @@ def _check_tag(tag: Any, where: str) -> str:
     return text
 
 
-def _from_ours(record: dict[str, Any]) -> Node:
+def _from_ours(record: dict[str, Any], images: dict[str, str], where: str) -> Node:
     terminal = record.get("terminal_reason")
+    try:
+        outputs = resolve_images(record.get("outputs") or [], images, f"{where}: node {record.get('tag')!r}")
+    except ValueError as exc:
+        raise TreeFileError(str(exc)) from None
     return Node(
         tag=str(record["tag"]),
         depth=int(record["depth"]),
@@ -132,7 +221,8 @@ def _from_ours(record: dict[str, Any]) -> Node:
         expanded=bool(record.get("expanded", False)),
         exhausted=bool(record.get("exhausted", False)),
         timings=dict(record.get("timings") or {}),
-        outputs=list(record.get("outputs") or []),
+        outputs=outputs,
+        outputs_dropped_chars=int(record.get("outputs_dropped_chars", 0) or 0),
     )
 
 
@@ -191,7 +281,7 @@ def _node_records(data: Any, where: str) -> list[dict[str, Any]]:
 
 
 def tree_from_dict(data: Any, where: str = "tree") -> Tree:
-    """Build a Tree from our layout or the paper's (recognised by ``format``)."""
+    """Build a Tree from our layout (either version) or the paper's (recognised by ``format``)."""
     records = _node_records(data, where)
     header = data if isinstance(data, dict) and data.get("format") == FORMAT else next(
         (r for r in records if r.get("format") == FORMAT), None)
@@ -199,14 +289,18 @@ def tree_from_dict(data: Any, where: str = "tree") -> Tree:
     task: Task | None = None
     if header is not None and header.get("task"):
         task = task_from_record(header["task"], [Path.cwd()], where=f"{where}: task")
+    images = header.get("images") if header is not None else None
+    images = images if isinstance(images, dict) else {}
     nodes = sorted(
-        (_from_ours(r) if ours else _from_paper(r, where) for r in records),
+        (_from_ours(r, images, where) if ours else _from_paper(r, where) for r in records),
         key=lambda n: _tag_key(_check_tag(n.tag, where)),
     )
     if nodes[0].tag.count(".") != 0:
         raise TreeFileError(f"{where}: no root node (a tag without dots, like '0')")
     if len([n for n in nodes if "." not in n.tag]) > 1:
         raise TreeFileError(f"{where}: more than one root node")
+    if ours and task is None:  # no task to rebuild prompts from: keep the stored messages
+        _attach_stored_messages(nodes, records, where)
     tree = Tree(task, root=nodes[0])
     if not ours and nodes[0].raw_messages is not None:
         nodes[0].status = NodeStatus.ROOT
@@ -227,6 +321,17 @@ def tree_from_dict(data: Any, where: str = "tree") -> Tree:
     return tree
 
 
+def _attach_stored_messages(nodes: list[Node], records: list[dict[str, Any]], where: str) -> None:
+    """Give each node the messages its record holds: ``turn`` chains (version 2) or ``messages`` (version 1)."""
+    if all("turn" in r for r in records):
+        stored = node_messages(records, where)
+    else:
+        stored = {str(r["tag"]): r["messages"] for r in records if isinstance(r.get("messages"), list)}
+    for node in nodes:
+        if node.tag in stored:
+            node.raw_messages = [dict(m) for m in stored[node.tag]]
+
+
 def load_tree(path: str | Path) -> Tree:
     """Read a tree file (ours or the paper's). Raises TreeFileError naming the file and the problem."""
     path = Path(path)
@@ -237,3 +342,4 @@ def load_tree(path: str | Path) -> Tree:
     except json.JSONDecodeError as exc:
         raise TreeFileError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     return tree_from_dict(data, where=str(path))
+

@@ -10,8 +10,10 @@ ancestor of each sampled node, label each node with its own Q, and de-duplicate 
 Nodes are read as plain dicts with the paper's fields (``tag, depth, messages, is_terminal, visit_count,
 value_sum, value``) — tags "0", "0.1", "0.1.2" define the parents — so both the paper's files and ours
 (which add ``status``, ``final_answer``, ``reward``, ...) are read without importing the search package.
-A file holds a list of nodes, an object with a ``nodes`` list, an object ``{tag: node}``, or (``.jsonl``)
-one such tree per line.
+Our lean files (``jupiter-tree`` version 2) store each node's own ``turn`` instead of its ``messages``: a
+node's messages are those of the node its ``extends`` names plus its ``turn`` (``with_messages`` rebuilds
+them, as ``search.tree_io.node_messages`` does). A file holds a list of nodes, an object with a ``nodes``
+list, an object ``{tag: node}``, or (``.jsonl``) one such tree per line.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "Sample",
     "INFRASTRUCTURE_STATUSES",
     "read_trees",
+    "with_messages",
     "is_infrastructure_failure",
     "node_q",
     "select_tags",
@@ -133,11 +136,41 @@ def read_trees(path: str | Path) -> Iterator[list[dict[str, Any]]]:
                 nodes = [dict(v, tag=v.get("tag", k)) for k, v in doc.items()]
         if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
             raise ExtractError(f"{where}: expected a list of nodes or an object with a 'nodes' list")
+        if nodes and all("turn" in n and "messages" not in n for n in nodes):
+            nodes = with_messages(nodes, where)
         for node in nodes:
             missing = [k for k in ("tag", "messages", "visit_count", "value_sum") if k not in node]
             if missing:
                 raise ExtractError(f"{where}: node {node.get('tag', '?')!r} lacks field(s) {missing}")
         yield nodes
+
+
+def with_messages(nodes: Sequence[dict[str, Any]], where: str = "tree") -> list[dict[str, Any]]:
+    """Copies of lean nodes (``turn`` + ``extends``) with their full ``messages`` rebuilt.
+
+    ``messages(node) = messages(extends) + turn``; the root (no ``extends``) has its ``turn`` as messages.
+    Raises ExtractError naming the node when a chain is broken.
+    """
+    by_tag = {str(n.get("tag")): n for n in nodes}
+    done: dict[str, list[Message]] = {}
+    for tag in by_tag:
+        chain: list[str] = []
+        current: str | None = tag
+        while current is not None and current not in done:  # walk up to a node already rebuilt (or the root)
+            if current in chain:
+                raise ExtractError(f"{where}: node {tag!r}: 'extends' makes a cycle")
+            node = by_tag.get(current)
+            if node is None:
+                raise ExtractError(f"{where}: node {chain[-1]!r} extends {current!r}, which is not in the file")
+            if not isinstance(node.get("turn"), list):
+                raise ExtractError(f"{where}: node {current!r} has no 'turn' list")
+            chain.append(current)
+            base = node.get("extends")
+            current = str(base) if base is not None else None
+        prefix = done[current] if current is not None else []
+        for link in reversed(chain):
+            prefix = done[link] = prefix + [dict(m) for m in by_tag[link]["turn"]]
+    return [dict(n, messages=done[str(n.get("tag"))]) for n in nodes]
 
 
 def _loads(text: str, where: str) -> Any:

@@ -8,12 +8,12 @@ import pytest
 
 from search import Mode, SearchConfig, run_search
 from search.tree import NodeStatus, TerminalReason
-from search.tree_io import TreeFileError, load_tree, save_tree, tree_from_dict, tree_to_dict
+from search.tree_io import TreeFileError, load_tree, node_messages, save_tree, tree_from_dict, tree_to_dict
 
 from search_fakes import FakePolicy, FakeSandbox, answer, code
 from test_search_driver import TASK, script
 
-PAPER_FIELDS = {"tag", "depth", "messages", "is_terminal", "visit_count", "value_sum", "value"}
+PAPER_FIELDS = {"tag", "depth", "is_terminal", "visit_count", "value_sum", "value"}  # and ``messages`` rebuilt
 
 
 def test_our_tree_file_round_trips_and_keeps_the_papers_fields(tmp_path):
@@ -22,9 +22,11 @@ def test_our_tree_file_round_trips_and_keeps_the_papers_fields(tmp_path):
     raw = json.loads(path.read_text())
     assert isinstance(raw, list) and raw[0]["tag"] == "0" and raw[0]["format"] == "jupiter-tree"
     assert all(PAPER_FIELDS <= set(node) for node in raw)
+    messages = node_messages(raw)
     answer_node = next(n for n in raw if n["status"] == "answer")
-    assert answer_node["messages"][-1]["content"].endswith(answer_node["final_answer"])
-    assert answer_node["messages"][0]["role"] == "system"
+    assert messages[answer_node["tag"]][-1]["content"].endswith(answer_node["final_answer"])
+    assert messages[answer_node["tag"]][0]["role"] == "system"
+    assert all(messages[n.tag] == result.tree.messages(n) for n in result.tree.nodes)
     loaded = load_tree(path)
     assert tree_to_dict(loaded) == tree_to_dict(result.tree)
     assert tree_to_dict(tree_from_dict(tree_to_dict(result.tree))) == tree_to_dict(result.tree)
@@ -67,8 +69,10 @@ def test_the_papers_tree_files_load(tmp_path, layout):
     assert tree.messages(final) == nodes[1]["messages"]
     assert [a.tag for a in tree.answers()] == ["0.1.1"]
     again = tmp_path / "again.json"
-    save_tree(tree, again)  # a paper tree can be written in our layout
-    assert load_tree(again)["0.1.1"].final_answer == "@x[3]"
+    save_tree(tree, again)  # a paper tree can be written in our layout, and keeps its messages without a task
+    reread = load_tree(again)
+    assert reread["0.1.1"].final_answer == "@x[3]"
+    assert all(reread.messages(reread[n["tag"]]) == n["messages"] for n in nodes)
 
 
 @pytest.mark.parametrize("content, message", [
