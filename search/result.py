@@ -19,7 +19,9 @@ class SearchStats:
     """Cost and outcome counters of one tree (mutable while the search runs).
 
     ``model_calls`` counts the batched policy calls this tree took part in (one call serves many trees);
-    ``prompt_tokens`` is None when the backend does not report it; ``kernel_seconds`` sums the wall time of
+    ``prompt_tokens`` counts each history this tree sent once per call, however many samples or backend
+    requests it took — ``jupiter.llm.PolicyStats``' definition, so the trees of one solve add up to the
+    policy's figure — and is None when the backend does not report it; ``kernel_seconds`` sums the wall time of
     this tree's cells; ``model_failures`` excludes infrastructure failures, which are counted apart.
     """
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from jupiter.llm.types import Completion, PolicyError, PolicyStats, SamplingParams
 from jupiter.prompts import Message
 
-__all__ = ["BasePolicy", "UsageCounter", "child_seeds", "validate_histories"]
+__all__ = ["BasePolicy", "UsageCounter", "RequestUsage", "prompt_usage", "child_seeds", "validate_histories"]
 
 _ROLES = ("system", "user", "assistant")
 
@@ -49,6 +49,45 @@ def validate_histories(histories: Sequence[Sequence[Message]]) -> list[list[Mess
                 raise ValueError(f"histories[{i}][{j}]['content'] must be a str")
         out.append([dict(m) for m in history])
     return out
+
+
+@dataclass(frozen=True)
+class RequestUsage:
+    """What one backend request reported: the history it continued (index in the batch), its prompt tokens and
+    the prompt tokens the backend's prefix cache served (None: not reported)."""
+
+    history: int
+    prompt_tokens: int | None
+    cached_tokens: int | None = None
+
+
+def prompt_usage(requests: Sequence[RequestUsage], samples_per_request: int = 1) -> dict[str, int]:
+    """``UsageCounter.add`` deltas for one batch, by ``PolicyStats``' definitions.
+
+    Per history: ``prompt_tokens`` once; ``sent_prompt_tokens`` over its requests (times
+    ``samples_per_request`` for a backend that re-reads the prompt per sample); its least-cached request's
+    cache hits are reuse of what came before (``cached_prompt_tokens``), the rest of its requests' hits are the
+    same prompt served again to its siblings (``sibling_cached_prompt_tokens``).
+    """
+    by_history: dict[int, list[RequestUsage]] = {}
+    for request in requests:
+        if request.prompt_tokens is not None:
+            by_history.setdefault(request.history, []).append(request)
+    deltas: dict[str, int] = {"prompt_tokens": 0, "sent_prompt_tokens": 0}
+    cached = sibling = 0
+    reported = False
+    for group in by_history.values():
+        deltas["prompt_tokens"] += max(int(r.prompt_tokens or 0) for r in group)
+        deltas["sent_prompt_tokens"] += sum(int(r.prompt_tokens or 0) for r in group) * samples_per_request
+        hits = [int(r.cached_tokens) for r in group if r.cached_tokens is not None]
+        if hits:
+            reported = True
+            cached += min(hits)
+            sibling += sum(hits) - min(hits)
+    if reported:
+        deltas["cached_prompt_tokens"] = cached
+        deltas["sibling_cached_prompt_tokens"] = sibling
+    return deltas
 
 
 class UsageCounter:

@@ -155,7 +155,9 @@ class HfPolicy(BasePolicy):
         prompts = [self.render(h) for h in histories]
         batch = self.tokenizer(prompts, return_tensors="pt", padding=True)
         prompt_len = batch["input_ids"].shape[1]
-        self._usage.add(prompt_tokens=int(batch["attention_mask"].sum()), requests=1)
+        # each prompt once; transformers re-reads it for each of the n samples (num_return_sequences)
+        prompt_tokens = int(batch["attention_mask"].sum())
+        self._usage.add(prompt_tokens=prompt_tokens, sent_prompt_tokens=prompt_tokens * params.n, requests=1)
         sampler = _SampleAndRecord(params.temperature, params.top_p)
         # temperature and top-p are applied by `sampler`; transformers' own warpers stay off (top_k=0)
         sampling = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0} if not params.greedy else {}

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import requests
 
-from jupiter.llm.base import BasePolicy, child_seeds
+from jupiter.llm.base import BasePolicy, RequestUsage, child_seeds, prompt_usage
 from jupiter.llm.rendering import template_by_name
 from jupiter.llm.retry import Backoff, TransportFailure, send_with_retries
 from jupiter.llm.types import (
@@ -244,9 +244,15 @@ class HttpPolicy(BasePolicy):
         model = self.model
         futures = [self._pool.submit(self._run_job, model, histories[job.index], job, params) for job in jobs]
         outs: list[list[Completion | None]] = [[None] * params.n for _ in histories]
-        for job, future in zip(jobs, futures):
-            for k, completion in enumerate(future.result()):
-                outs[job.index][job.first + k] = completion
+        usage: list[RequestUsage] = []
+        try:
+            for job, future in zip(jobs, futures):
+                completions, request_usage = future.result()
+                usage.append(request_usage)
+                for k, completion in enumerate(completions):
+                    outs[job.index][job.first + k] = completion
+        finally:  # what the finished requests used counts even when another one failed
+            self._usage.add(**prompt_usage(usage))
         return [list(o) for o in outs]  # type: ignore[arg-type]
 
     def _payload(self, model: str, history: list[Message], job: _Job, params: SamplingParams) -> dict:
@@ -271,7 +277,8 @@ class HttpPolicy(BasePolicy):
                 payload["logprobs"] = 1
         return payload
 
-    def _run_job(self, model: str, history: list[Message], job: _Job, params: SamplingParams) -> list[Completion]:
+    def _run_job(self, model: str, history: list[Message], job: _Job,
+                 params: SamplingParams) -> tuple[list[Completion], RequestUsage]:
         path = "/chat/completions" if self.config.mode is ApiMode.CHAT else "/completions"
         body = self._request("POST", path, self._payload(model, history, job, params))
         url = f"{self.config.base_url}{path}"
@@ -284,14 +291,16 @@ class HttpPolicy(BasePolicy):
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         parsed = [self._parse_choice(url, c) for c in choices]
         counts = _token_counts(parsed, usage.get("completion_tokens"))
-        self._record_usage(usage)
         prompt_tokens = usage.get("prompt_tokens")  # this request's prompt: the history's length in tokens
         prompt_tokens = prompt_tokens if isinstance(prompt_tokens, int) and prompt_tokens >= 0 else None
-        return [
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        completions = [
             Completion(text=text, finish_reason=reason, mean_logprob=_mean(logprobs), num_tokens=count,
                        prompt_tokens=prompt_tokens)
             for (text, reason, logprobs), count in zip(parsed, counts)
         ]
+        return completions, RequestUsage(job.index, prompt_tokens, cached if isinstance(cached, int) else None)
 
     def _parse_choice(self, url: str, choice: Any) -> tuple[str, str, list[float] | None]:
         if not isinstance(choice, dict):
@@ -307,17 +316,6 @@ class HttpPolicy(BasePolicy):
             raise PolicyResponseError(f"{url} returned a choice without text: {str(choice)[:200]}")
         reason = choice.get("finish_reason") or "unknown"
         return text, str(reason), _choice_logprobs(choice.get("logprobs"))
-
-    def _record_usage(self, usage: dict) -> None:
-        prompt_tokens = usage.get("prompt_tokens")
-        deltas: dict[str, int] = {}
-        if isinstance(prompt_tokens, int):
-            deltas["prompt_tokens"] = prompt_tokens
-        details = usage.get("prompt_tokens_details")
-        if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-            deltas["cached_prompt_tokens"] = details["cached_tokens"]
-        if deltas:
-            self._usage.add(**deltas)
 
     def _close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -101,7 +101,8 @@ class ReplayPolicy(BasePolicy):
                     self._positions[index] = start + params.n
                 prompt = prompt_words(history)
                 outs.append([replace(_completion(rule, k, params), prompt_tokens=prompt) for k in picks])
-        self._usage.add(prompt_tokens=sum(c[0].prompt_tokens or 0 for c in outs), requests=1)
+        prompt_tokens = sum(c[0].prompt_tokens or 0 for c in outs)
+        self._usage.add(prompt_tokens=prompt_tokens, sent_prompt_tokens=prompt_tokens, requests=1)
         return outs
 
 

