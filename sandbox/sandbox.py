@@ -637,11 +637,12 @@ class Sandbox:
         while True:
             with self._lock:
                 over_count = len(self._live) > cfg.max_live_states
-                candidates = [s for s in self._live.values() if all(s is not k for k in keep)]
             if not over_count and cfg.max_memory_mb is not None:
                 over_count = self.memory_in_use() > cfg.max_memory_mb * 1024 * 1024
             if not over_count:
                 return
+            with self._lock:  # only when over: this walk is O(live states)
+                candidates = [s for s in self._live.values() if all(s is not k for k in keep)]
             victim = None
             for state in candidates:
                 if state._lock.acquire(blocking=False):
