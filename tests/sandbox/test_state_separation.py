@@ -220,6 +220,23 @@ def test_a_child_in_its_own_session_ends_with_its_state(box):
     assert _gone("303.25")
 
 
+def test_runtimes_moved_into_a_states_group_are_not_killed_with_it(box):
+    """A new state moves itself into its cgroups through ``tasks`` descriptors the host opened; a cell that rewrote
+    its runtime's code could keep one and move the zygote or another state's runtime into that group (what the
+    host does here), so that killing the group would kill them. The host moves them back instead."""
+    _per_state_groups(box)
+    root = box.open_root()
+    root.run("x = 1")
+    other = root.branch()
+    other.run("y = 2")
+    doomed = root.branch()
+    assert doomed._runtime.group.add(box._zygote.host_pid) and doomed._runtime.group.add(other._runtime.pid)
+    doomed.close()
+    assert box._zygote.alive and other._runtime.alive
+    assert other.run("x + y").result == "3" and root.branch().run("x").result == "1"
+    assert box.stats().revivals == 0 and box.stats().zygote_restarts == 0
+
+
 def test_the_full_set_of_guarantees_holds_with_bubblewrap_as_root(box):
     from sandbox import Guarantee
 
