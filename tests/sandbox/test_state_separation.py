@@ -183,6 +183,15 @@ def _processes_running(marker: str) -> list[int]:
     return found
 
 
+def _started(marker: str, timeout_s: float = 10.0) -> list[int]:
+    """The processes with ``marker`` on their command line once there are any: a cell's ``Popen`` returns while the
+    child is still inside ``execve`` (vfork), when its command line reads empty."""
+    deadline = time.monotonic() + timeout_s
+    while not (found := _processes_running(marker)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found
+
+
 def _gone(marker: str, timeout_s: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while _processes_running(marker):
@@ -210,12 +219,12 @@ def test_a_child_in_its_own_session_ends_with_its_state(box):
     assert _gone("301.25")
     closing = root.branch()
     assert closing.run(spawn.format("302.25") + "1").status is ExecStatus.OK
-    assert _processes_running("302.25")
+    assert _started("302.25")
     closing.close()
     assert _gone("302.25")
     keeper = root.branch()  # a state that is not closed keeps its own background processes
     keeper.run(spawn.format("303.25") + "1")
-    assert _processes_running("303.25") and root.run("1 + 1").result == "2"
+    assert _started("303.25") and root.run("1 + 1").result == "2"
     keeper.close()
     assert _gone("303.25")
 
@@ -269,7 +278,7 @@ def test_fallback_says_what_it_lacks(monkeypatch, caplog):
             assert all(g.value in said for g in lacking)
             state = fallback.open_root()
             state.run("import subprocess\np = subprocess.Popen(['sleep', '304.25'], start_new_session=True)")
-            pid = _processes_running("304.25")
+            pid = _started("304.25")
             state.close()
             time.sleep(0.2)
             assert _processes_running("304.25") == pid  # as stated: it outlived its state
@@ -287,7 +296,7 @@ def test_cells_share_one_cpu_group(box):
     state = box.open_root()
     state.run("import subprocess\np = subprocess.Popen(['sleep', '305.25'])")
     members = {int(p) for p in (cpu / "cgroup.procs").read_text().split()}
-    assert set(_processes_running("305.25")) <= members and state._runtime.pid in members
+    assert set(_started("305.25")) <= members and state._runtime.pid in members
     state.close()
 
 
