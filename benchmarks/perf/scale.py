@@ -165,15 +165,24 @@ def trees(n: int, sample_s: float, seed: int) -> dict[str, Any]:
     budget = process_budget()
     evictions_before = budget.evictions
     nodes = tree_bytes = finished = errors = 0
+    made: list[Sandbox] = []
+
+    def sandbox() -> Sandbox:
+        box = Sandbox(SandboxConfig())
+        made.append(box)
+        return box
+
     with tempfile.TemporaryDirectory(prefix="jupiter-scale-") as tmp, _Sampler(sample_s) as sampler:
         started = time.perf_counter()
-        for result in solve_many(tasks, policy, lambda: Sandbox(SandboxConfig()), config, seed=seed):
+        for result in solve_many(tasks, policy, sandbox, config, seed=seed):
             finished += 1
             errors += result.error is not None
             nodes += len(result.tree.nodes)
             path = save_tree(result.tree, Path(tmp) / f"{finished}.json")
             tree_bytes += path.stat().st_size
         wall = time.perf_counter() - started
+    counts = {key: sum(getattr(box.stats(), key) for box in made)
+              for key in ("forks", "replays", "replayed_cells", "evictions", "timeouts", "deaths")}
     return {
         "trees": n, "finished": finished, "errors": errors, "nodes": nodes, "wall_s": round(wall, 1),
         "nodes_per_s": round(nodes / wall, 1) if wall else None,
@@ -182,7 +191,7 @@ def trees(n: int, sample_s: float, seed: int) -> dict[str, Any]:
         "max_trees_in_flight": config.max_trees_in_flight, "iterations": config.iterations,
         "expansions": config.expansions,
         "memory_budget_mb": budget.limit_bytes // MB, "budget_evictions": budget.evictions - evictions_before,
-        "budget_peak_mb": round(budget.peak_bytes / MB),
+        "budget_peak_mb": round(budget.peak_bytes / MB), "sandboxes": counts,
     }
 
 
