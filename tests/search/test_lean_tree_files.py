@@ -13,7 +13,9 @@ from search.tree import NodeStatus, TerminalReason
 from search.tree_io import TreeFileError, load_tree, node_messages, save_tree, tree_to_dict
 
 DATA = Path(__file__).parent / "data"
-V1 = DATA / "tree_v1.json"  # written by the version-1 writer: full messages per node, outputs uncapped
+#: written by the version-1 writer (``search/tree_io.py`` at e66d17c^) from a hand-built 5-node tree: a step
+#: with 20,000 characters of output and a plot, a code-less reply with a child, an answer; the same plot twice
+V1 = DATA / "tree_v1.json"
 
 
 def test_a_version_1_file_still_loads_whole():
