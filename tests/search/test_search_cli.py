@@ -176,7 +176,7 @@ def test_readme_example_on_the_embedded_default_model(tmp_path, capsys, repo_dir
     out = tmp_path / "run"
     args = _readme_solve_args(repo_dir)
     code = main(["solve", str(repo_dir / args[0]), *args[1:], "--out", str(out), "--no-progress"])
-    assert code in (0, 1)  # a 270M base model may well find no answer; the run itself must work
+    assert code in (0, 1)  # a 270M model: seed 0 answers right here (README), other machines may sample otherwise
     result = json.loads((out / "result.json").read_text())
     assert result["model_calls"] >= 1 and result["nodes"] >= 2
     nbformat.validate(nbformat.read(str(out / "solution.ipynb"), as_version=4))
