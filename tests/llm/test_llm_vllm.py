@@ -36,7 +36,9 @@ def test_in_process_batch_seeds_and_prefix_cache():
     torch = pytest.importorskip("torch")
     random.seed(123)
     torch.manual_seed(5)
-    policy = load_policy("vllm:default")
+    # the base model: the fine-tuned default is confident enough on TASK that three seeds may all sample the same
+    # 16 tokens, and this test is about the engine's seeds and cache, not about the adapter
+    policy = load_policy("vllm:default-base")
     try:
         # building the engine left the caller's random streams where they were
         assert random.random() == Random(123).random()

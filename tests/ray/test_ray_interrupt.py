@@ -33,7 +33,7 @@ def _ours(marker: str) -> list[int]:
 
 @pytest.mark.slow
 def test_ctrl_c_then_rerun(tmp_path):
-    n = 6
+    n = 24  # enough that Ctrl-C after the first finished tree lands while others still run (a tree takes ~1 s)
     tasks, replay = write_tasks(tmp_path / "tasks", n=n), write_replay(tmp_path / "tasks", n=n)
     out = tmp_path / "collect"
     temp = Path("/tmp") / f"ji-{os.getpid()}"
