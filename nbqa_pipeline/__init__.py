@@ -1,7 +1,7 @@
 """NbQA pipeline: GitHub notebook crawl → coarse filters → LLM extraction → verification → NbQA / SFT export.
 
 Every stage reads and writes JSONL files and folders and is resumable (a rerun skips finished ids); the
-``jupiter nbqa <stage>`` commands (``python -m nbqa_pipeline <stage>``) wrap the functions exported here.
+``jupiter nbqa <stage>`` commands wrap the functions exported here.
 """
 
 from nbqa_pipeline.crawl import CrawlConfig, CrawlReport, crawl

@@ -1,4 +1,4 @@
-"""The whole pipeline through its command line (``python -m nbqa_pipeline``), on one real notebook."""
+"""The whole pipeline through its command line (``jupiter nbqa``), on one real notebook."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.nbqa.test_nbqa_extract import NB_PATH, good_script
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "nbqa_pipeline", *args], capture_output=True, text=True, cwd=cwd,
+    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "nbqa", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -55,12 +55,12 @@ def test_filter_extract_verify_export_stats_cli(corpus_dir, manifest, tmp_path, 
 
 
 def test_cli_errors_name_the_problem(tmp_path, repo_dir):
-    proc = subprocess.run([sys.executable, "-m", "nbqa_pipeline", "filter", str(tmp_path / "nope.jsonl"),
+    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "nbqa", "filter", str(tmp_path / "nope.jsonl"),
                            "--out", str(tmp_path)], capture_output=True, text=True, cwd=repo_dir, timeout=120)
     assert proc.returncode == 2 and "nope.jsonl: no such file" in proc.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBQA_LLM", "OPENAI"))}
     (tmp_path / "s.jsonl").write_text("")
-    proc = subprocess.run([sys.executable, "-m", "nbqa_pipeline", "extract", str(tmp_path / "s.jsonl"), "--root",
+    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "nbqa", "extract", str(tmp_path / "s.jsonl"), "--root",
                            str(tmp_path), "--out", str(tmp_path / "o")], capture_output=True, text=True, cwd=repo_dir,
                           timeout=120, env=env)
     assert proc.returncode == 2 and "NBQA_LLM_BASE_URL" in proc.stderr
