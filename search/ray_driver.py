@@ -48,9 +48,8 @@ from search.ray_manifest import (
     now,
     summarise_ids,
     tree_file_name,
-    write_json_atomic,
-    write_tree_atomic,
 )
+from search.outputs import write_json_atomic, write_tree_atomic
 
 __all__ = ["RayResources", "RunSummary", "solve_tasks_ray", "policy_is_shared", "absolute_spec", "plan_workers", "describe"]
 

@@ -1,7 +1,7 @@
 """The output folder of a distributed collection: one tree file per task and an append-only manifest.
 
 Why this layout: a collection runs for hours on machines that die. Every finished tree is written at once,
-atomically (a temporary file in the same folder, then ``os.replace``), so a reader never sees half a tree, and
+atomically (``search.outputs.write_tree_atomic``), so a reader never sees half a tree, and
 one JSON line per outcome is appended to ``manifest.jsonl`` (flushed and fsynced) *after* its tree file is in
 place. A rerun reads the manifest and skips every task whose last record says ``ok``: the manifest is the
 only source of truth, so a tree file without a manifest line (the driver died between the two writes) is
@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import logging
-import os
 import re
-import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -36,8 +33,6 @@ __all__ = [
     "ManifestRecord",
     "Manifest",
     "tree_file_name",
-    "write_json_atomic",
-    "write_tree_atomic",
     "MANIFEST_NAME",
     "TREES_DIR",
     "SUMMARY_NAME",
@@ -166,36 +161,6 @@ def tree_file_name(task_id: str) -> str:
     slug = _UNSAFE.sub("_", task_id).strip("._")[:80] or "task"
     digest = hashlib.sha1(task_id.encode("utf-8")).hexdigest()[:8]
     return f"{slug}-{digest}.json"
-
-
-def _atomic_replace(path: Path, write: Any) -> Path:
-    """Call ``write(tmp_path)``, fsync the file, then rename it over ``path`` (same folder, so atomic)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_tree_atomic(tree: Any, path: str | Path) -> Path:
-    """Write ``tree`` with ``search.tree_io.save_tree`` so that ``path`` is either absent or complete."""
-    from search.tree_io import save_tree
-
-    return _atomic_replace(Path(path), lambda tmp: save_tree(tree, tmp))
-
-
-def write_json_atomic(data: Any, path: str | Path) -> Path:
-    """Write ``data`` as JSON atomically (summary files)."""
-    text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
-    return _atomic_replace(Path(path), lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
 
 
 def now() -> float:

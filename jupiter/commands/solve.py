@@ -112,47 +112,6 @@ def _out_dir(args: argparse.Namespace, task_id: str) -> Path:
     return Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def write_outputs(result: Any, out: Path, extra: dict[str, Any] | None = None) -> dict[str, Path]:
-    """Write result.json (plus ``extra`` keys), tree.json, solution.ipynb and tree.html into ``out``.
-
-    Without an answer the notebook is still written — the best-valued deepest path, so the work done can be
-    read and continued — and its first cell says "no answer"; result.json has ``no_answer`` and
-    ``solution_notebook`` (the notebook's file name) for programs that read it.
-    """
-    import nbformat
-
-    from search.export import path_notebook
-    from search.html import render_tree_html
-    from search.tree_io import save_tree
-
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {name: out / name for name in ("result.json", "tree.json", "solution.ipynb", "tree.html")}
-    no_answer = result.answer is None
-    record = dict(result.to_dict(), no_answer=no_answer, solution_notebook=paths["solution.ipynb"].name,
-                  **(extra or {}))
-    paths["result.json"].write_text(json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n",
-                                    encoding="utf-8")
-    save_tree(result.tree, paths["tree.json"])
-    notebook = path_notebook(result.tree, result.chosen_tag)
-    if no_answer:
-        stopped = " (the search was stopped early)" if getattr(result, "interrupted", False) else ""
-        notebook.cells.insert(0, nbformat.v4.new_markdown_cell(
-            f"**No answer found.** The search ended without a formatted answer{stopped}. This notebook shows "
-            "the best-valued deepest path it explored, so the work can be read and continued."))
-    nbformat.write(notebook, str(paths["solution.ipynb"]))
-    outcome = f"answer {result.answer} ({result.decided_by})" if not no_answer else "no answer found"
-    if getattr(result, "interrupted", False):
-        outcome += "; interrupted"
-    summary = (f"{outcome}; {result.stats.nodes} nodes, "
-               f"{result.stats.iterations} iterations, {result.stats.model_calls} model calls, "
-               f"{result.stats.wall_seconds:.1f} s")
-    if result.error:
-        summary += f"; error: {result.error}"
-    paths["tree.html"].write_text(render_tree_html(result.tree, result.task_id, result.chosen_tag, summary),
-                                  encoding="utf-8")
-    return paths
-
-
 def _partial_result(latest: list[Any], config: Any, has_value: bool, error: str | None, started: float) -> Any:
     """A result over the tree as it stood after its last finished step, for when the driver raised instead
     of returning one (a policy failure, an interrupt outside a step). Marked ``interrupted``."""
@@ -263,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
     from jupiter.llm import PolicyError, load_policy
     from sandbox import Sandbox, SandboxConfig
     from search import Mode, run_search
+    from search.outputs import write_outputs
 
     value = _load_value(args.value_model) if args.value_model is not None else None
     config, notes = _config(args, value is not None)
@@ -321,8 +281,8 @@ def run(args: argparse.Namespace) -> int:
                     result = _partial_result(latest, config, value is not None, None, started)
                 signals.writing = True
                 result.notes.extend(notes)
-                paths = write_outputs(result, out, {"llm": args.llm, "llm_backend": llm_backend,
-                                                    "policy_stats": _policy_stats(policy)})
+                write_outputs(result, out, {"llm": args.llm, "llm_backend": llm_backend,
+                                            "policy_stats": _policy_stats(policy)})
         finally:
             bar.close()
             close = getattr(policy, "close", None)
@@ -341,5 +301,5 @@ def run(args: argparse.Namespace) -> int:
     if result.error:
         return _fail(f"{task.id}: {result.error}")
     print(result.answer if result.answer is not None else "no answer found")
-    print(f"wrote {paths['result.json'].parent}", file=sys.stderr)
+    print(f"wrote {out}", file=sys.stderr)
     return 0 if result.answer is not None else 1

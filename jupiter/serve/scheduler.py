@@ -23,7 +23,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import importlib
-import json
 import logging
 import shutil
 import threading
@@ -75,7 +74,7 @@ class _SerialValue:
 #: What a job's first tree imports on the lane thread when nothing has yet: the search, the sandbox, and the
 #: writers of a finished tree's files (the CLI keeps them lazy so that ``jupiter --help`` stays fast).
 LAZY_MODULES = ("sandbox", "search.driver", "search.decide", "search.result", "search.tree_io", "search.export",
-                "search.html", "nbformat", "jupiter.commands.solve")
+                "search.html", "nbformat", "search.outputs")
 
 
 def preload() -> None:
@@ -355,10 +354,9 @@ class Scheduler:
                 result.tree.task = result.tree.task.replace(id=spec.task_id)
             record, error = None, result.error
             try:
-                from jupiter.commands.solve import write_outputs
+                from search.outputs import write_outputs
 
-                paths = write_outputs(result, spec.paths.output, {"job_id": job_id, "llm": self.llm_spec})
-                record = json.loads(paths["result.json"].read_text(encoding="utf-8"))
+                record = write_outputs(result, spec.paths.output, {"job_id": job_id, "llm": self.llm_spec}).record
             except Exception as exc:  # the search is done; losing its files is this job's failure only
                 log.exception("job %s: writing the outputs failed", job_id)
                 status, error = JobStatus.FAILED, f"writing the outputs failed: {type(exc).__name__}: {exc}"
@@ -468,15 +466,9 @@ def _decided_here(outcome: Any, config: Any, stats: Any, notes: list[str]) -> An
 
 
 def _write_partial(tree: Any, spec: JobSpec, progress: dict[str, int]) -> None:
-    """tree.json and tree.html of a tree still growing (atomic replaces: a download never sees half a file)."""
-    from search.html import render_tree_html
-    from search.tree_io import save_tree
+    """tree.json and tree.html of a job's tree still growing."""
+    from search.outputs import write_partial
 
-    out = spec.paths.output
-    out.mkdir(parents=True, exist_ok=True)
-    save_tree(tree, out / "tree.json")
-    summary = (f"running: {progress['iterations']} iterations, {progress['nodes']} nodes, "
-               f"{progress['answers']} answers so far")
-    tmp = out / "tree.html.tmp"
-    tmp.write_text(render_tree_html(tree, spec.task_id, None, summary), encoding="utf-8")
-    tmp.replace(out / "tree.html")
+    write_partial(tree, spec.paths.output, spec.task_id,
+                  f"running: {progress['iterations']} iterations, {progress['nodes']} nodes, "
+                  f"{progress['answers']} answers so far")

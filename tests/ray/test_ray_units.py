@@ -20,8 +20,8 @@ from search.ray_manifest import (
     ManifestRecord,
     TaskStatus,
     tree_file_name,
-    write_tree_atomic,
 )
+from search.outputs import write_tree_atomic
 from search.ray_workdir import DEFAULT_EXCLUDES, check_working_dir
 
 from ray_fixtures import write_replay, write_tasks

@@ -22,7 +22,7 @@ import pytest
 from tests.headless_chrome import headless_chrome, skip_without_chromium
 
 from jupiter.answers import reward
-from jupiter.commands.solve import write_outputs
+from search.outputs import write_outputs
 
 from viewer_trees import LABEL, QUESTION, decided, wide_tree
 

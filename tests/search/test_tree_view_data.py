@@ -10,11 +10,11 @@ import pytest
 
 from jupiter.answers import canonical_answer, reward
 from jupiter.cli import main
-from jupiter.commands.solve import write_outputs
 
 import search.html as tree_html
 from search.config import Decision
 from search.html import TREE_VIEW_JS, extract_view_data, render_tree_html, tree_view_data
+from search.outputs import write_outputs
 from search.tree import NodeStatus, TerminalReason, Tree
 
 from viewer_trees import LABEL, QUESTION, decided, wide_tree
