@@ -201,12 +201,13 @@ def sharegpt_samples(record: Mapping[str, Any], count: Callable[[str], int], con
     except (TaskError, ConversationError) as exc:
         log.info("%s: not exported to SFT (%s)", record.get("id"), exc)
         return [], "invalid_conversation", 0, 0
+    no_loss = _mistake_turns(record, turns, merges)
     lengths = [count(t["value"]) for t in turns]
     system_len = count(system)
     total = system_len + sum(lengths)
     budget = config.max_tokens - system_len
     if total <= config.max_tokens:
-        return [_sample(record, system, turns, total)], "ok", total, merges
+        return [_sample(record, system, turns, total, no_loss)], "ok", total, merges
     if config.over_length is OverLength.DROP:
         return [], "over_length", total, merges
     if config.over_length is OverLength.PREFIX:
@@ -219,7 +220,7 @@ def sharegpt_samples(record: Mapping[str, Any], count: Callable[[str], int], con
                 keep = index + 1
         if keep == 0:
             return [], "over_length", total, merges
-        sample = _sample(record, system, turns[:keep], system_len + sum(lengths[:keep]))
+        sample = _sample(record, system, turns[:keep], system_len + sum(lengths[:keep]), no_loss)
         sample["truncated_at_turn"] = keep
         return [sample], "prefix", total, merges
     steps = record.get("solution") or []
@@ -233,15 +234,29 @@ def sharegpt_samples(record: Mapping[str, Any], count: Callable[[str], int], con
         return [], "over_length", total, merges
     samples = []
     for number, (part, used) in enumerate(parts, 1):
-        sample = _sample(record, system, part, system_len + used)
+        sample = _sample(record, system, part, system_len + used, no_loss)
         sample["id"] = f"{record['id']}:part{number}"
         sample["part"], sample["parts"] = number, len(parts)
         samples.append(sample)
     return samples, "split" if len(samples) > 1 else "ok", total, merges
 
 
-def _sample(record: Mapping[str, Any], system: str, turns: list[dict[str, str]], tokens: int) -> dict[str, Any]:
-    return {
+def _mistake_turns(record: Mapping[str, Any], turns: list[dict[str, str]], merges: int) -> set[int]:
+    """``id()`` of the gpt turns that write a solution step marked ``"mistake": true`` (synthesized error-and-fix
+    solutions): the k-th gpt turn is the k-th step when no turns were merged; none are marked otherwise."""
+    steps = record.get("solution") or []
+    if merges or not any(step.get("mistake") for step in steps):
+        return set()
+    gpt = [turn for turn in turns if turn["from"] == "gpt"]
+    return {id(gpt[k]) for k, step in enumerate(steps) if step.get("mistake") and k < len(gpt)}
+
+
+def _sample(record: Mapping[str, Any], system: str, turns: list[dict[str, str]], tokens: int,
+            no_loss: set[int] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+    """One ShareGPT row. ``no_loss_turns`` (only when some turn is a deliberate mistake) lists the indices in
+    ``conversations`` of gpt turns that ``jupiter sft`` leaves out of the loss; LLaMA-Factory ignores the key
+    and trains on every gpt turn."""
+    sample: dict[str, Any] = {
         "conversations": turns,
         "system": system,
         "id": record["id"],
@@ -249,6 +264,10 @@ def _sample(record: Mapping[str, Any], system: str, turns: list[dict[str, str]],
                    "ipynb_name": record.get("ipynb_name"), "task_id": record["id"]},
         "num_tokens": tokens,
     }
+    marked = [index for index, turn in enumerate(turns) if id(turn) in no_loss]
+    if marked:
+        sample["no_loss_turns"] = marked
+    return sample
 
 
 def run_export(extract_file: Path, out_dir: Path, root: Path | None = None, verify_file: Path | None = None,

@@ -250,6 +250,10 @@ def _add_synth(inner: argparse._SubParsersAction) -> None:
                    help="share of solutions written with a realistic error and its fix")
     p.add_argument("--loose-share", type=float, default=0.5,
                    help="share of questions that name columns in plain words (\"fare\" for 'Fare'); 0: none")
+    p.add_argument("--recipe", type=int, choices=(1, 2), default=1,
+                   help="1: the programs and mistakes the shipped adapter was trained on (its commands reproduce "
+                        "its data); 2: adds filter/threshold/flag-feature programs, question-words and "
+                        "used-before-created mistakes, and keeps mistaken steps out of the SFT loss")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per cell")
     p.set_defaults(handler=_run_synth)
 
@@ -263,7 +267,7 @@ def _run_synth(args: argparse.Namespace) -> int:
     try:
         config = SynthConfig(tasks=args.tasks, seed=args.seed, tasks_per_table=args.tasks_per_table,
                              mistake_share=args.mistake_share, loose_share=args.loose_share,
-                             timeout_s=args.timeout)
+                             recipe=args.recipe, timeout_s=args.timeout)
     except ValueError as exc:
         return _fail(str(exc))
     check_output_folder(args.out)

@@ -7,10 +7,13 @@ earlier assistant turn k sits inside that text right after ``render(messages[:k]
 it: checked, or the sample is refused), and runs to its end-of-turn marker. The whole text is tokenized once
 (the tokenizer adds BOS, as it does for a backend's prompt); a token counts for the loss when it starts inside
 an assistant span. So the loss covers every assistant reply *and* the end-of-turn token after it (the model
-learns to stop), and nothing else: not the system prompt, the task, nor the observations.
+learns to stop), and nothing else: not the system prompt, the task, nor the observations. A row may name gpt
+turns to leave out of the loss (``no_loss_turns``: indices in ``conversations``): the deliberate mistakes of
+synthesized error-and-fix solutions, which the model should see in its context but not learn to write.
 
 Input rows are what ``nbqa_pipeline/export.py`` writes (LLaMA-Factory's ShareGPT layout):
-``{"conversations": [{"from": "human"|"gpt", "value": str}, ...], "system": str, "id": str}``.
+``{"conversations": [{"from": "human"|"gpt", "value": str}, ...], "system": str, "id": str}``, optionally
+``"no_loss_turns": [int, ...]``.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class Conversation:
     id: str
     messages: tuple[Message, ...]
     line: int  # 1-based line in the input file
+    no_loss: frozenset[int] = frozenset()  # indices in ``messages`` of assistant turns left out of the loss
 
 
 @dataclass(frozen=True)
@@ -130,9 +134,14 @@ def _conversation(row: Any, where: str, number: int) -> Conversation:
         messages.pop()
     if not any(m["role"] == "assistant" for m in messages):
         raise SftDataError(f"{where}: no gpt turn to learn from")
+    skip = row.get("no_loss_turns") or []
+    if not isinstance(skip, list) or any(not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(turns)
+                                         or turns[k]["from"] != "gpt" for k in skip):
+        raise SftDataError(f"{where}: 'no_loss_turns' must list indices of gpt turns in 'conversations'")
+    offset = 1 if messages[0]["role"] == "system" else 0  # turn k is message k + offset
     sample_id = row.get("id")
     return Conversation(id=str(sample_id) if sample_id is not None else f"line-{number}",
-                        messages=tuple(messages), line=number)
+                        messages=tuple(messages), line=number, no_loss=frozenset(k + offset for k in skip))
 
 
 def end_marker(tokenizer: Any, template: ChatTemplate | None) -> str:
@@ -170,6 +179,8 @@ def encode_conversation(conversation: Conversation, tokenizer: Any, template: Ch
         if not text.startswith(prompt):
             raise SftDataError(f"sample {conversation.id} (line {conversation.line}): the prompt of assistant turn "
                                f"{index} is not a prefix of the rendered conversation")
+        if index in conversation.no_loss:
+            continue
         end = text.find(marker, len(prompt))
         spans.append((len(prompt), end + len(marker)))
     encoded = tokenizer(text, return_offsets_mapping=True, add_special_tokens=True)

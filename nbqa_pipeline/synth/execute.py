@@ -10,7 +10,11 @@ when a second run of the finished solution in a fresh state does not reproduce t
 Error-and-fix variants (a share of the tasks, chosen by the task's generator): the first computing step is
 first written with a realistic mistake — a wrong column name (lower case or a typo) or a missing ``numpy``
 import — its real traceback is the observation, and the next step says what was wrong and runs the corrected
-code. A variant whose mistake does not fail is not used.
+code. A variant whose mistake does not fail is not used. Recipe 2 adds the two mistakes the first fine-tuned
+default made most on DABench: a loosely worded question's own words used as the column name
+(``df['fare_paid']`` for ``Fare``), and a column the question asks to create used before it is created; and
+it marks each mistaken step (``"mistake": true``) so that training can leave it out of the loss — the model
+should learn the recovery, not the mistake.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from nbqa_pipeline.synth.programs import Draft, Step
+from nbqa_pipeline.synth.wording import loose_name
 from nbqa_pipeline.verify import VerifyConfig, verify_task
 
 __all__ = ["Mistake", "SolvedTask", "DropReason", "with_mistake", "run_draft"]
@@ -38,6 +43,8 @@ class Mistake(str, enum.Enum):
     NONE = "none"
     COLUMN_NAME = "column_name"
     MISSING_IMPORT = "missing_import"
+    QUESTION_WORDS = "question_words"  # recipe 2
+    NOT_CREATED = "not_created"  # recipe 2
 
 
 class DropReason(str, enum.Enum):
@@ -69,18 +76,64 @@ def _wrong_name(column: str) -> str | None:
     return None
 
 
-def with_mistake(draft: Draft, rng: random.Random) -> tuple[tuple[Step, ...], Mistake]:
+def _question_words(draft: Draft) -> tuple[str, str] | None:
+    """(the question's words for ``draft.column``, those words as a column name) when the question is loosely
+    worded (``loosen``): ``("fare paid", "fare_paid")``."""
+    if draft.column is None or not any(_MAPPING.match(step.thought) for step in draft.steps):
+        return None
+    words = loose_name(draft.column)
+    if words is None or words not in draft.question + draft.constraints:
+        return None
+    return words, words.replace(" ", "_")
+
+
+def _creation_step(draft: Draft, steps: list[Step]) -> int | None:
+    """Index of the step that creates ``draft.creates`` when a later step uses it."""
+    if draft.creates is None:
+        return None
+    made = f"df[{draft.creates!r}] ="
+    for index, step in enumerate(steps[:-1]):
+        if made in step.code and repr(draft.creates) in steps[index + 1].code:
+            return index
+    return None
+
+
+def with_mistake(draft: Draft, rng: random.Random, recipe: int = 1) -> tuple[tuple[Step, ...], Mistake]:
     """The draft's steps with one realistic mistake and its fix put in front of the first step that can carry
-    it; ``Mistake.NONE`` with the steps unchanged when none applies."""
+    it; ``Mistake.NONE`` with the steps unchanged when none applies. ``recipe`` 2 adds the question-words and
+    used-before-created mistakes (recipe 1 draws exactly as before, so its data stays reproducible)."""
     steps = list(draft.steps)
     choices = []
     if draft.column is not None and _wrong_name(draft.column):
         choices.append(Mistake.COLUMN_NAME)
     if any("import numpy as np\n" in s.code for s in steps):
         choices.append(Mistake.MISSING_IMPORT)
+    if recipe >= 2 and _question_words(draft) is not None:
+        choices.append(Mistake.QUESTION_WORDS)
+    if recipe >= 2 and _creation_step(draft, steps) is not None:
+        choices.append(Mistake.NOT_CREATED)
     if not choices:
         return tuple(steps), Mistake.NONE
     mistake = rng.choice(choices)
+    if mistake is Mistake.QUESTION_WORDS:
+        assert draft.column is not None
+        words, wrong_key = _question_words(draft)  # type: ignore[misc]
+        for index, step in enumerate(steps):
+            if repr(draft.column) in step.code:
+                bad = Step(_MAPPING.sub("", step.thought), step.code.replace(repr(draft.column), repr(wrong_key)))
+                fix = Step(f"There is no column {wrong_key!r}: the question's \"{words}\" is the column "
+                           f"{draft.column!r} in the printed column list. I will use the exact name.", step.code)
+                return tuple(steps[:index] + [bad, fix] + steps[index + 1:]), mistake
+        return tuple(steps), Mistake.NONE
+    if mistake is Mistake.NOT_CREATED:
+        assert draft.creates is not None
+        index = _creation_step(draft, steps)
+        assert index is not None
+        create, use = steps[index], steps[index + 1]
+        bad = Step(use.thought, use.code)
+        fix = Step(f"There is no column {draft.creates!r} yet: the question asks me to create it, so I create it "
+                   f"first and then compute. {create.thought}", f"{create.code}\n\n{use.code}")
+        return tuple(steps[:index] + [bad, fix] + steps[index + 2:]), mistake
     if mistake is Mistake.COLUMN_NAME:
         assert draft.column is not None
         wrong = _wrong_name(draft.column)
@@ -119,9 +172,9 @@ def _valid(value: str) -> bool:
 
 
 def run_draft(sandbox: Any, draft: Draft, data_file: Path, steps: tuple[Step, ...], mistake: Mistake,
-              timeout_s: float = 60.0) -> SolvedTask | DropReason:
+              timeout_s: float = 60.0, mark_mistakes: bool = False) -> SolvedTask | DropReason:
     """Run ``steps`` (the draft's, perhaps with a mistake) on ``data_file``; the solved task or why it was
-    dropped."""
+    dropped. ``mark_mistakes``: the mistaken step's record gets ``"mistake": true`` (recipe 2)."""
     failing = _failing_steps(steps) if mistake is not Mistake.NONE else set()
     state = sandbox.open_root(input_files=[data_file])
     records: list[dict[str, str]] = []
@@ -132,8 +185,10 @@ def run_draft(sandbox: Any, draft: Draft, data_file: Path, steps: tuple[Step, ..
                 return DropReason.INFRASTRUCTURE
             if (index in failing) == execution.ok:  # a mistake that did not fail, or a step that did
                 return DropReason.STEP_FAILED
-            records.append({"thought": step.thought, "python_code": step.code,
-                            "code_output": execution.observation()})
+            record = {"thought": step.thought, "python_code": step.code, "code_output": execution.observation()}
+            if mark_mistakes and index in failing:
+                record["mistake"] = True
+            records.append(record)
     finally:
         state.close()
     answers = _answer_values("\n".join(r["code_output"] for r in records), draft.answers)

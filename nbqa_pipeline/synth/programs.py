@@ -47,6 +47,7 @@ class Draft:
     ``answers``: the answer names, in order; the last step prints each as ``name: value``.
     ``final_thought``: the last turn's thought, with ``{name}`` placeholders filled from the real output.
     ``column``: a column the solution names, for the wrong-column-name error variant (None: no variant).
+    ``creates``: a column the solution adds to the table, for the used-before-created error variant.
     """
 
     program: str
@@ -59,6 +60,7 @@ class Draft:
     answers: tuple[str, ...]
     final_thought: str
     column: str | None = None
+    creates: str | None = None
 
 
 Program = Callable[[TableInfo, random.Random], "Draft | None"]
@@ -485,7 +487,8 @@ def new_feature(t: TableInfo, rng: random.Random) -> Draft | None:
               f"print('correlation_with_{_snake(a)}:', round(valid[{_c(new)}].corr(valid[{_c(a)}]), {d}))")
     return Draft("new_feature", ("Feature Engineering", "Correlation Analysis"), "medium", question, constraints,
                  fmt, (s1, s2), (f"{new}_mean", f"correlation_with_{_snake(a)}"),
-                 f"{new} has mean {{{new}_mean}} and correlation {{correlation_with_{_snake(a)}}} with {a}.", b)
+                 f"{new} has mean {{{new}_mean}} and correlation {{correlation_with_{_snake(a)}}} with {a}.", b,
+                 creates=new)
 
 
 def binning(t: TableInfo, rng: random.Random) -> Draft | None:
@@ -550,6 +553,98 @@ def standardize(t: TableInfo, rng: random.Random) -> Draft | None:
     return Draft("standardize", ("Feature Engineering", "Comprehensive Data Preprocessing"), "medium", question,
                  constraints, fmt, (Step(f"Scale '{col}' as the constraints say.", code),), ("scaled_mean",),
                  "The answer is {scaled_mean}.", col)
+
+
+def _literal_words(value: object) -> str:
+    """How a question writes a category value: strings quoted, numbers and booleans bare."""
+    return f"\"{value}\"" if isinstance(value, str) else str(value)
+
+
+def _number_words(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def filter_mean(t: TableInfo, rng: random.Random) -> Draft | None:
+    cats = [c for c in t.categorical if t.top_values.get(c)]
+    if not cats or not t.continuous:
+        return None
+    cat, num = rng.choice(cats), rng.choice(t.continuous)
+    value = rng.choice(t.top_values[cat][:2])
+    d = _decimals(rng)
+    name = f"mean_{_snake(num)}"
+    shown = _literal_words(value)
+    question = _pick(rng, (
+        f"What is the average {num} for the rows where {cat} is {shown}?",
+        f"Calculate the mean \"{num}\" of the observations whose \"{cat}\" equals {shown}.",
+        f"Among the rows with {cat} = {shown}, what is the mean value of {num}, and how many such rows are there?",
+    ))
+    constraints = (f"Keep only the rows where '{cat}' equals {value!r}, then take the mean of '{num}' ignoring "
+                   f"missing values. Round the mean to {_dec_words(d)} decimal places.")
+    fmt = (f"@{name}[value] @row_count[count] where \"value\" is rounded to {_dec_words(d)} decimal places and "
+           "\"count\" is the number of rows kept.")
+    code = (f"subset = df[df[{_c(cat)}] == {value!r}]\nprint('row_count:', len(subset))\n"
+            f"print('{name}:', round(subset[{_c(num)}].mean(), {d}))")
+    thought = _pick(rng, (f"Filter the rows where '{cat}' is {value!r} and average '{num}' over them.",
+                          f"Select the rows with {cat} equal to {value!r}, count them and take the mean {num}."))
+    return Draft("filter_mean", ("Summary Statistics", "Comprehensive Data Preprocessing"), "easy", question,
+                 constraints, fmt, (Step(thought, code),), (name, "row_count"),
+                 f"Over the {{row_count}} rows with {cat} = {value}, the mean {num} is {{{name}}}.", num)
+
+
+def count_above(t: TableInfo, rng: random.Random) -> Draft | None:
+    cols = [c for c in t.continuous if c in t.round_medians]
+    if not cols:
+        return None
+    col = rng.choice(cols)
+    threshold = t.round_medians[col]
+    above = rng.random() < 0.6
+    word, op = ("greater than", ">") if above else ("less than", "<")
+    name = f"count_{'above' if above else 'below'}"
+    shown = _number_words(threshold)
+    question = _pick(rng, (
+        f"How many rows have a {col} {word} {shown}?",
+        f"Count the observations where \"{col}\" is {word} {shown}.",
+        f"How many records in the dataset have {col} {op} {shown}? What percentage of all rows is that?",
+    ))
+    constraints = (f"Compare '{col}' with {shown} strictly ({op}); rows with a missing '{col}' do not count. The "
+                   "percentage is over all rows, rounded to two decimal places.")
+    fmt = (f"@{name}[count] @percentage[pct] where \"count\" is an integer and \"pct\" is between 0 and 100, "
+           "rounded to two decimal places.")
+    code = (f"mask = df[{_c(col)}] {op} {threshold!r}\ncount = int(mask.sum())\nprint('{name}:', count)\n"
+            "print('percentage:', round(count / len(df) * 100, 2))")
+    return Draft("count_above", ("Summary Statistics",), "easy", question, constraints, fmt,
+                 (Step(f"Count the rows where '{col}' {op} {shown} and divide by the number of rows.", code),),
+                 (name, "percentage"), f"{{{name}}} rows ({{percentage}} %) have {col} {op} {shown}.", col)
+
+
+def flag_feature(t: TableInfo, rng: random.Random) -> Draft | None:
+    if len(t.continuous) < 2:
+        return None
+    a, b = rng.sample(list(t.continuous), 2)
+    new = f"high_{_snake(a)}"
+    d = _decimals(rng)
+    question = _pick(rng, (
+        f"Create a new binary feature \"{new}\" that is 1 when {a} is above its median and 0 otherwise. What "
+        f"is the mean {b} in each of the two groups?",
+        f"Add a column {new} flagging the rows whose {a} exceeds the median {a}. Compare the average {b} of the "
+        "flagged and the other rows.",
+    ))
+    constraints = (f"'{new}' is 1 where '{a}' is strictly greater than its median (missing values ignored for the "
+                   f"median) and 0 otherwise. Take the mean of '{b}' in each group, ignoring missing values, rounded "
+                   f"to {_dec_words(d)} decimal places.")
+    fmt = (f"@mean_{_snake(b)}_high[value] @mean_{_snake(b)}_low[value] where both are rounded to "
+           f"{_dec_words(d)} decimal places.")
+    s1 = Step(f"Create the flag '{new}' from the median of '{a}'.",
+              f"median_a = df[{_c(a)}].median()\ndf[{_c(new)}] = (df[{_c(a)}] > median_a).astype(int)\n"
+              f"print(df[{_c(new)}].value_counts())")
+    s2 = Step(f"Average '{b}' in each group of '{new}'.",
+              f"means = df.groupby({_c(new)})[{_c(b)}].mean()\nprint(means)\n"
+              f"print('mean_{_snake(b)}_high:', round(means[1], {d}))\n"
+              f"print('mean_{_snake(b)}_low:', round(means[0], {d}))")
+    return Draft("flag_feature", ("Feature Engineering", "Summary Statistics"), "medium", question, constraints,
+                 fmt, (s1, s2), (f"mean_{_snake(b)}_high", f"mean_{_snake(b)}_low"),
+                 f"The mean {b} is {{mean_{_snake(b)}_high}} above the median {a} and {{mean_{_snake(b)}_low}} "
+                 "otherwise.", a, creates=new)
 
 
 # ------------------------------------------------------------------------------------------ machine learning
@@ -652,5 +747,5 @@ PROGRAMS: dict[str, Program] = {
     for f in (mean_of_column, count_categories, group_mean, conditional_mean, skew_kurtosis, normality_test,
               share_above, pearson, correlation_test, strongest_pair, zscore_outliers, iqr_outliers,
               missing_values, impute_then_stat, drop_missing_rows, new_feature, binning, log_transform,
-              standardize, linear_regression, classifier, ttest_groups)
+              standardize, linear_regression, classifier, ttest_groups, filter_mean, count_above, flag_feature)
 }

@@ -49,6 +49,11 @@ class SynthConfig:
         mistake_share: share of tasks written with a mistake and its fix (0 to 1).
         loose_share: share of tasks whose question names columns in plain words instead of their exact names
             (``nbqa_pipeline.synth.wording``); 0 draws nothing, so a seed's data is what it was before the option.
+        recipe: which programs and mistakes are drawn. 1: the 22 programs and the column-name / missing-import
+            mistakes the shipped adapter's two stages were trained on (kept so that their recorded commands
+            reproduce their data). 2: adds filter, threshold-count and flag-feature programs, the question-words
+            and used-before-created mistakes, and marks mistaken steps so that ``jupiter sft`` leaves them out of
+            the loss (``no_loss_turns`` in the SFT rows).
         timeout_s: per cell.
     """
 
@@ -57,6 +62,7 @@ class SynthConfig:
     tasks_per_table: int = 4
     mistake_share: float = 0.2
     loose_share: float = 0.5
+    recipe: int = 1
     timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
@@ -68,6 +74,8 @@ class SynthConfig:
             raise ValueError(f"SynthConfig.mistake_share must be in [0, 1], got {self.mistake_share}")
         if not 0 <= self.loose_share <= 1:
             raise ValueError(f"SynthConfig.loose_share must be in [0, 1], got {self.loose_share}")
+        if self.recipe not in RECIPES:
+            raise ValueError(f"SynthConfig.recipe must be one of {sorted(RECIPES)}, got {self.recipe}")
 
 
 @dataclass(frozen=True)
@@ -123,12 +131,19 @@ def _record(task: SolvedTask, table: TableInfo, task_id: str, data_path: Path) -
 #: How often each program is drawn, roughly DABench's mix of concepts (summary statistics and correlation
 #: most common, machine learning least); programs not listed weigh 1.
 WEIGHTS = {"mean_of_column": 4, "pearson": 3, "count_categories": 2, "group_mean": 2, "missing_values": 2,
-           "correlation_test": 2, "conditional_mean": 2}
+           "correlation_test": 2, "conditional_mean": 2, "filter_mean": 3, "count_above": 2}
 
 
-def _programs_for(rng: random.Random, count: int) -> list[str]:
-    """``count`` distinct program names, drawn by weight without replacement."""
-    names = sorted(PROGRAMS)
+#: the programs each recipe draws from (see ``SynthConfig.recipe``)
+RECIPES: dict[int, tuple[str, ...]] = {
+    1: tuple(sorted(set(PROGRAMS) - {"filter_mean", "count_above", "flag_feature"})),
+    2: tuple(sorted(PROGRAMS)),
+}
+
+
+def _programs_for(rng: random.Random, count: int, recipe: int = 1) -> list[str]:
+    """``count`` distinct program names of the recipe, drawn by weight without replacement."""
+    names = list(RECIPES[recipe])
     weights = [WEIGHTS.get(n, 1) for n in names]
     chosen: list[str] = []
     while names and len(chosen) < count:
@@ -154,7 +169,7 @@ def _plan(sources: Iterable[TableSource], config: SynthConfig,
         if config.loose_share and random.Random(f"{config.seed}:{info.source.key}:case").random() < 0.5:
             info, frame = title_case_columns(info, frame)  # half the tables: benchmark-style capitalised names
         rng = random.Random(f"{config.seed}:{info.source.key}")
-        for slot, name in enumerate(_programs_for(rng, config.tasks_per_table)):
+        for slot, name in enumerate(_programs_for(rng, config.tasks_per_table, config.recipe)):
             yield info, frame, slot, name
 
 
@@ -209,8 +224,9 @@ def run_synth(out_dir: Path, config: SynthConfig = SynthConfig(), sandbox_factor
                 steps = (inspect_step(info, rng),) + draft.steps
                 mistake = Mistake.NONE
                 if rng.random() < config.mistake_share:
-                    steps, mistake = with_mistake(replace(draft, steps=steps), rng)
-                outcome = run_draft(sandbox, draft, data_path, steps, mistake, config.timeout_s)
+                    steps, mistake = with_mistake(replace(draft, steps=steps), rng, config.recipe)
+                outcome = run_draft(sandbox, draft, data_path, steps, mistake, config.timeout_s,
+                                    mark_mistakes=config.recipe >= 2)
                 if isinstance(outcome, DropReason):
                     dropped[outcome.value] += 1
                     log.info("%s %s: dropped (%s)", info.source.key, name, outcome.value)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,10 @@ class TableInfo:
     with_missing: tuple[str, ...]
     positive: tuple[str, ...]
     cardinality: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+    #: a categorical column's most frequent values (Python scalars, most frequent first): filter questions
+    top_values: dict[str, tuple[Any, ...]] = field(default_factory=dict, compare=False, hash=False)
+    #: a continuous column's median rounded to two significant digits: "above 45" thresholds a person would write
+    round_medians: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
 
 
 def _file_name(item: str) -> str:
@@ -88,6 +93,8 @@ def describe_table(frame: Any, source: TableSource, file_name: str | None = None
 
     continuous, categorical, missing, positive = [], [], [], []
     cardinality: dict[str, int] = {}
+    top_values: dict[str, tuple[Any, ...]] = {}
+    round_medians: dict[str, float] = {}
     for name in frame.columns:
         column = frame[name]
         distinct = int(column.nunique(dropna=True))
@@ -99,14 +106,30 @@ def describe_table(frame: Any, source: TableSource, file_name: str | None = None
         elif pd.api.types.is_numeric_dtype(column):
             if distinct >= 10:
                 continuous.append(name)
+                round_medians[name] = _round_significant(float(column.median()))
                 if (column.dropna() > 0).all():
                     positive.append(name)
             elif 2 <= distinct <= 10:
                 categorical.append(name)
         elif 2 <= distinct <= 12:
             categorical.append(name)
+    for name in categorical:
+        top_values[name] = tuple(_python_scalar(v) for v in frame[name].value_counts().index[:3])
     return TableInfo(source, file_name or _file_name(source.item), int(len(frame)), tuple(frame.columns),
-                     tuple(continuous), tuple(categorical), tuple(missing), tuple(positive), cardinality)
+                     tuple(continuous), tuple(categorical), tuple(missing), tuple(positive), cardinality,
+                     top_values, round_medians)
+
+
+def _round_significant(value: float, digits: int = 2) -> float:
+    """``value`` to ``digits`` significant digits (``1234.5`` -> ``1200.0``); 0 and non-finite values as they are."""
+    if not math.isfinite(value) or value == 0:
+        return value
+    return round(value, digits - 1 - int(math.floor(math.log10(abs(value)))))
+
+
+def _python_scalar(value: Any) -> Any:
+    """A numpy scalar as the Python value whose ``repr`` is a valid literal in a solution's code."""
+    return value.item() if hasattr(value, "item") else value
 
 
 def _catalog() -> Any:

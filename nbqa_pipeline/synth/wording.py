@@ -85,5 +85,7 @@ def title_case_columns(info: TableInfo, frame: Any) -> tuple[TableInfo, Any]:
     info = replace(info, columns=cols(info.columns), continuous=cols(info.continuous),
                    categorical=cols(info.categorical), with_missing=cols(info.with_missing),
                    positive=cols(info.positive),
-                   cardinality={renamed.get(c, c): n for c, n in info.cardinality.items()})
+                   cardinality={renamed.get(c, c): n for c, n in info.cardinality.items()},
+                   top_values={renamed.get(c, c): v for c, v in info.top_values.items()},
+                   round_medians={renamed.get(c, c): v for c, v in info.round_medians.items()})
     return info, frame.rename(columns=renamed)

@@ -73,6 +73,19 @@ def test_a_sample_cut_by_max_len_keeps_what_fits_and_one_with_nothing_left_is_dr
     assert samples == [] and report.dropped_no_loss == len(conversations)
 
 
+def test_gpt_turns_named_in_no_loss_turns_are_context_only(tmp_path, tokenizer):
+    row = sharegpt_row(0, random.Random(0))
+    row["no_loss_turns"] = [1]  # the first gpt turn: a deliberate mistake in synthesized data
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    conversation = read_sharegpt(path)[0]
+    sample = encode_conversation(conversation, tokenizer, None, max_len=4096)
+    replies = [m["content"] for m in conversation.messages if m["role"] == "assistant"]
+    labelled = [t for t, label in zip(sample.input_ids, sample.labels) if label != IGNORE]
+    assert tokenizer.decode(labelled) == "".join(r + "<end_of_turn>" for r in replies[1:])
+    assert replies[0] in tokenizer.decode(sample.input_ids)  # still in the context of the later turns
+
+
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(SftDataError, match="nope.jsonl does not exist"):
         read_sharegpt(tmp_path / "nope.jsonl")
@@ -85,6 +98,10 @@ def test_missing_file_is_named(tmp_path):
     ('{"conversations": [{"from": "human", "value": 1}]}', r"line 3: conversations\[0\] must be"),
     ('{"conversations": [{"from": "human", "value": "q"}]}', "line 3: no gpt turn"),
     ('[1, 2]', "line 3: a row must be a JSON object"),
+    ('{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}], "no_loss_turns": [0]}',
+     "line 3: 'no_loss_turns' must list indices of gpt turns"),
+    ('{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}], "no_loss_turns": [5]}',
+     "line 3: 'no_loss_turns' must list indices of gpt turns"),
 ])
 def test_malformed_row_names_its_line(tmp_path, line, match):
     path = tmp_path / "bad.jsonl"
