@@ -1,8 +1,7 @@
 """A Python client for ``jupiter serve``: submit tasks with their data files, follow them, fetch their outputs.
 
-It speaks the server's small HTTP API (``/v1/tasks``) over kept-alive ``http.client`` connections
-(``jupiter.http_transport``), so scripts, notebooks and the ``jupiter solve --server`` command share one
-implementation of it::
+It speaks the server's small HTTP API (``/v1/tasks``) with ``requests``, so scripts, notebooks and the
+``jupiter solve --server`` command share one implementation of it::
 
     from jupiter.client import Client
     client = Client("http://127.0.0.1:8700", token=None)
@@ -21,16 +20,24 @@ from __future__ import annotations
 import enum
 import json
 import logging
-import ssl
+import mimetypes
+import os
+import threading
 import time
 import urllib.parse
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+import requests
+import sseclient
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import MaxRetryError, NameResolutionError, NewConnectionError, ProtocolError, \
+    ReadTimeoutError
+from urllib3.util.retry import Retry
+
 from jupiter import __version__
-from jupiter.http_transport import HttpTransport, Reply, Unreachable, lines
+from jupiter.hosts import is_loopback
 
 __all__ = [
     "Client",
@@ -43,9 +50,6 @@ __all__ = [
     "DOWNLOADS",
     "parse_sse",
     "mime_type",
-    "DATA_FILE_TYPES",
-    "MultipartForm",
-    "Reply",
 ]
 
 log = logging.getLogger(__name__)
@@ -55,29 +59,24 @@ SETTINGS_KEYS = frozenset({"mode", "iterations", "expansions", "c_puct", "temper
                            "max_tokens", "max_depth", "decision", "seed"})
 #: the output files a finished job offers for download
 DOWNLOADS = ("tree.json", "solution.ipynb", "tree.html")
+#: methods resent once when the kept-alive connection they went out on turns out closed by the server
+IDEMPOTENT = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+#: connections kept alive per client process: one per thread that uses it at once (the load benchmark runs 20)
+POOL_SIZE = 32
 
 
-#: content types of the data files tasks come with (the server keeps files by name and never reads this)
-DATA_FILE_TYPES = {
-    ".csv": "text/csv", ".tsv": "text/tab-separated-values", ".txt": "text/plain", ".md": "text/markdown",
-    ".json": "application/json", ".jsonl": "application/jsonl", ".xml": "application/xml",
-    ".html": "text/html", ".xls": "application/vnd.ms-excel",
-    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    ".parquet": "application/vnd.apache.parquet", ".feather": "application/vnd.apache.arrow.file",
-    ".zip": "application/zip", ".gz": "application/gzip",
-    ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".pdf": "application/pdf",
-}
+_TYPES_LOCK = threading.Lock()
 
 
 def mime_type(name: str) -> str:
     """The upload's content type, from its name's extension (``application/octet-stream`` when unknown).
 
-    Why a table of our own rather than the standard library's ``mimetypes``: that one reads the system's type
-    tables on its first guess (about 13 ms of CPU, 1,700 entries) in every new client process, and without a
-    lock, so 20 threads starting together each read them. A submit burst's first requests waited 150–500 ms
-    on it. The server stores uploads by name and never reads their content type.
+    The first guess in a process reads the system's type tables (about 13 ms of CPU) without a lock of its own:
+    20 threads starting a submit burst together would each read them, so one reads and the others wait here.
     """
-    return DATA_FILE_TYPES.get(Path(name).suffix.lower(), "application/octet-stream")
+    with _TYPES_LOCK:
+        return mimetypes.guess_type(name)[0] or "application/octet-stream"
+
 
 class JobStatus(str, enum.Enum):
     """A job's life: queued → running → done | failed | cancelled."""
@@ -118,35 +117,17 @@ class Event:
     id: str | None = None
 
 
-def parse_sse(lines: Iterable[str]) -> Iterator[Event]:
-    """Parse a text/event-stream (one decoded line at a time, without line ends) into events.
+def parse_sse(chunks: Iterable[bytes]) -> Iterator[Event]:
+    """The events of a text/event-stream read as byte chunks (parsed by ``sseclient``), with their JSON decoded.
 
-    Follows the SSE rules that matter here: ``event:``/``data:``/``id:`` fields, several ``data:`` lines joined
-    by newlines, ``:`` comment lines (keep-alives) ignored, an event dispatched at a blank line. Data that is
-    not a JSON object is kept under ``{"text": ...}``.
+    Data that is not a JSON object is kept under ``{"text": ...}`` (or ``{"value": ...}`` for other JSON).
     """
-    kind, data, event_id = "message", [], None
-    for line in lines:
-        if line == "":
-            if data:
-                text = "\n".join(data)
-                try:
-                    payload = json.loads(text)
-                except json.JSONDecodeError:
-                    payload = {"text": text}
-                yield Event(kind, payload if isinstance(payload, dict) else {"value": payload}, event_id)
-            kind, data = "message", []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if name == "event":
-            kind = value or "message"
-        elif name == "data":
-            data.append(value)
-        elif name == "id":
-            event_id = value
+    for event in sseclient.SSEClient(chunks).events():
+        try:
+            payload = json.loads(event.data)
+        except json.JSONDecodeError:
+            payload = {"text": event.data}
+        yield Event(event.event, payload if isinstance(payload, dict) else {"value": payload}, event.id)
 
 
 def _task_payload(task: str | Path | Mapping[str, Any]) -> tuple[str, list[Path]]:
@@ -165,72 +146,126 @@ def _task_payload(task: str | Path | Mapping[str, Any]) -> tuple[str, list[Path]
     return path.read_text(encoding="utf-8"), list(loaded.files)
 
 
-class Client:
-    """One server at ``url`` (``http://host:port``); ``token`` is sent as a Bearer token when the server wants one.
+class _ResendOnClosed(Retry):
+    """urllib3's retry rule for the client: an idempotent request whose kept-alive connection the server closed
+    meanwhile is sent once more on a new one (urllib3 counts that as a read error, and it already replaces a
+    connection it sees closed before reuse). A read timeout is final: resending to a slow server only doubles
+    the wait. Nothing else is retried: a refused connection fails at once, a POST is never resent (the server
+    may have accepted it), and error statuses are returned to the caller."""
 
-    ``timeout`` (seconds) bounds each HTTP request (connecting and each read), not the life of a job: use
-    ``wait(timeout=...)`` for that. The client is safe to share between threads: each thread keeps its own
-    kept-alive connection (``jupiter.http_transport`` says why that is ``http.client``, not ``requests``); an
-    ``events`` stream has a connection of its own. ``on_reply`` is called with every reply (a
-    ``jupiter.http_transport.Reply``, errors included), e.g. to read the server's ``Server-Timing``.
-    ``ssl_context`` replaces the system's trust store for ``https://`` servers.
+    def increment(self, method: str | None = None, url: str | None = None, response: Any = None,
+                  error: Exception | None = None, _pool: Any = None, _stacktrace: Any = None) -> Retry:
+        if isinstance(error, ReadTimeoutError):
+            raise error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+def _session(loopback: bool, headers: Mapping[str, str]) -> requests.Session:
+    """A session with a kept-alive pool of ``POOL_SIZE`` connections and the client's retry rule.
+
+    A loopback server is reached directly: the environment's settings (``HTTP_PROXY`` without a ``NO_PROXY``
+    would send a local request to the proxy) are not read for it."""
+    session = requests.Session()
+    session.headers.update(headers)
+    session.trust_env = not loopback
+    retry = _ResendOnClosed(total=1, connect=0, read=1, status=0, other=0, redirect=0,
+                            allowed_methods=IDEMPOTENT, raise_on_status=False, respect_retry_after_header=False)
+    adapter = HTTPAdapter(pool_connections=1, pool_maxsize=POOL_SIZE, max_retries=retry)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+class Client:
+    """One server at ``url`` (``http(s)://host[:port][/prefix]``); ``token`` is sent as a Bearer token when the
+    server wants one.
+
+    ``timeout`` (seconds) bounds connecting and each read of a request, not the life of a job: use
+    ``wait(timeout=...)`` for that. The client is safe to share between threads (they share one pool of
+    kept-alive connections) and across ``fork``: a child process opens its own connections, since two processes
+    on one socket would read each other's replies. An ``events`` stream has a connection of its own.
+    ``on_reply`` is called with every ``requests.Response`` (errors included), e.g. to read the server's
+    ``Server-Timing``. ``verify`` is ``requests``' own: a CA bundle's path to trust for ``https://`` servers, or
+    True for the default trust store (``REQUESTS_CA_BUNDLE`` applies). Proxies come from the environment
+    (``HTTP(S)_PROXY``, ``NO_PROXY``), except for a loopback server, which is always reached directly.
     """
 
     def __init__(self, url: str, token: str | None = None, timeout: float = 30.0,
-                 on_reply: Callable[[Reply], None] | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ClientError(f"server URL {url!r}: it must start with http:// or https://")
+                 on_reply: Callable[[requests.Response], None] | None = None, verify: bool | str = True) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ClientError(f"server URL {url!r}: it must start with http:// or https:// and name a host")
         self.url = url.rstrip("/")
         self.token = token or None
         self.timeout = timeout
         self.on_reply = on_reply
-        headers = {"User-Agent": f"jupiter-client/{__version__}", "Accept": "application/json"}
+        self.verify = verify
+        self._loopback = is_loopback(parts.hostname)
+        self._headers = {"User-Agent": f"jupiter-client/{__version__}", "Accept": "application/json"}
         if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        try:
-            self._http = HttpTransport(self.url, timeout, headers, ssl_context)
-        except (ValueError, Unreachable) as exc:
-            raise ClientError(str(exc)) from None
+            self._headers["Authorization"] = f"Bearer {self.token}"
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._session = _session(self._loopback, self._headers)
 
     @property
     def proxy(self) -> str | None:
         """The proxy the requests go through (from the environment; None: straight to the server, as for any
         loopback server)."""
-        return self._http.proxy_url
+        if self._loopback:
+            return None
+        return requests.utils.select_proxy(self.url, requests.utils.get_environ_proxies(self.url))
 
     # ---------------------------------------------------------------- plumbing
-    def _unreachable(self, method: str, path: str, exc: Unreachable) -> ServerUnreachable:
-        if exc.stage == Unreachable.TIMEOUT:
+    def _http(self) -> requests.Session:
+        """This process's session (a forked child replaces its parent's, whose sockets it must not use)."""
+        if os.getpid() != self._pid:
+            with self._lock:
+                if os.getpid() != self._pid:
+                    self._session = _session(self._loopback, self._headers)
+                    self._pid = os.getpid()
+        return self._session
+
+    def _unreachable(self, method: str, path: str, exc: requests.RequestException) -> ServerUnreachable:
+        if isinstance(exc, requests.Timeout):
             return ServerUnreachable(f"the Jupiter server at {self.url} did not answer {method} {path} within "
                                      f"{self.timeout:g} s")
-        if exc.stage == Unreachable.REPLY:  # it answered, then stopped
-            return ServerUnreachable(f"the Jupiter server at {self.url}: {method} {path}: {exc.reason}")
-        return ServerUnreachable(f"no Jupiter server at {self.url} ({exc.reason}); is `jupiter serve` running "
+        reason = _no_connection(exc)
+        if reason is None:  # it answered, then stopped
+            return ServerUnreachable(f"the Jupiter server at {self.url}: {method} {path}: the server closed the "
+                                     "connection")
+        return ServerUnreachable(f"no Jupiter server at {self.url} ({reason}); is `jupiter serve` running "
                                  "there?")
 
-    def _request(self, method: str, path: str, body: bytes | None = None,
-                 headers: Mapping[str, str] | None = None) -> Reply:
+    def _send(self, method: str, path: str, *, stream: bool = False, read_timeout: float | None = None,
+              **kwargs: Any) -> requests.Response:
+        """One request; network failures become ``ServerUnreachable``, the reply is returned whatever its status."""
+        timeout = (self.timeout, self.timeout if read_timeout is None else read_timeout)
         try:
-            reply = self._http.request(method, path, body, headers)
-        except Unreachable as exc:
+            # verify goes with each request: a session's own is overridden by REQUESTS_CA_BUNDLE
+            return self._http().request(method, self.url + path, timeout=timeout, stream=stream,
+                                        verify=self.verify, **kwargs)
+        except requests.RequestException as exc:
             raise self._unreachable(method, path, exc) from None
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        reply = self._send(method, path, **kwargs)
         if self.on_reply is not None:
             self.on_reply(reply)
-        if reply.status >= 400:
-            raise _error(reply)
+        if reply.status_code >= 400:
+            raise _error(method, path, reply)
         return reply
 
-    def _json(self, method: str, path: str, body: bytes | None = None,
-              headers: Mapping[str, str] | None = None) -> dict[str, Any]:
-        reply = self._request(method, path, body, headers)
+    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        reply = self._request(method, path, **kwargs)
         try:
-            data = json.loads(reply.body)
+            data = reply.json()
         except ValueError:
             raise ClientError(f"{method} {path}: the server's reply is not JSON "
-                              f"({reply.body[:120].decode('utf-8', 'replace')!r})", reply.status) from None
+                              f"({reply.content[:120].decode('utf-8', 'replace')!r})", reply.status_code) from None
         if not isinstance(data, dict):
-            raise ClientError(f"{method} {path}: expected a JSON object, got {type(data).__name__}", reply.status)
+            raise ClientError(f"{method} {path}: expected a JSON object, got {type(data).__name__}",
+                              reply.status_code)
         return data
 
     # ---------------------------------------------------------------- API
@@ -251,20 +286,20 @@ class Client:
         for path in paths:
             if not path.is_file():
                 raise ClientError(f"data file {path}: not found")
-        form = MultipartForm()
-        form.field("task", text)
+        # every part goes as ``files=`` (plain fields with no file name): the body is multipart even with no uploads
+        parts: list[tuple[str, tuple[str | None, str | bytes] | tuple[str, bytes, str]]] = [("task", (None, text))]
         if settings:
             unknown = sorted(set(settings) - SETTINGS_KEYS)
             if unknown:
                 raise ClientError(f"settings: unknown key(s) {', '.join(unknown)}; known: "
                                   f"{', '.join(sorted(SETTINGS_KEYS))}")
-            form.field("settings", json.dumps(dict(settings)))
+            parts.append(("settings", (None, json.dumps(dict(settings)))))
         for path in paths:
             try:
-                form.file("files", path.name, path.read_bytes(), mime_type(path.name))
+                parts.append(("files", (path.name, path.read_bytes(), mime_type(path.name))))
             except OSError as exc:
                 raise ClientError(f"data file {path}: cannot read it ({exc.strerror or exc})") from None
-        body = self._json("POST", "/v1/tasks", form.body(), {"Content-Type": form.content_type})
+        body = self._json("POST", "/v1/tasks", files=parts)
         job_id = body.get("id")
         if not isinstance(job_id, str) or not job_id:
             raise ClientError(f"POST /v1/tasks: the reply has no job id ({body})")
@@ -308,25 +343,34 @@ class Client:
         """The job's server-sent events, parsed, until the server ends the stream (after ``done``).
 
         A late reader gets every node so far first. ``read_timeout`` is the longest silence tolerated between
-        two lines (seconds); the server sends keep-alives while a job runs.
+        two reads (seconds; None: no limit); the server sends keep-alives while a job runs.
         """
         path = f"/v1/tasks/{_quote(job_id)}/events"
-        try:
-            with self._http.stream("GET", path, {"Accept": "text/event-stream"}, read_timeout) as response:
-                if response.status >= 400:
-                    reply = Reply("GET", path, response.status, response.reason, response.msg, response.read())
-                    raise _error(reply)
-                yield from parse_sse(lines(response))
-        except Unreachable as exc:
-            if exc.stage == Unreachable.CONNECT:
+        with requests.Session() as stream:  # a connection of its own, closed with the stream
+            stream.headers.update(self._headers)
+            stream.headers["Accept"] = "text/event-stream"
+            stream.trust_env = not self._loopback
+            try:
+                reply = stream.get(self.url + path, stream=True, timeout=(self.timeout, read_timeout),
+                                   verify=self.verify)
+            except requests.RequestException as exc:
                 raise self._unreachable("GET", path, exc) from None
-            raise ServerUnreachable(f"the event stream of job {job_id} broke off ({exc.reason})") from None
+            with reply:
+                if reply.status_code >= 400:
+                    raise _error("GET", path, reply)
+                try:
+                    # chunk_size None: each chunk as it arrives, so a live event is not held back for more bytes
+                    yield from parse_sse(reply.iter_content(chunk_size=None))
+                except requests.RequestException as exc:
+                    raise ServerUnreachable(f"the event stream of job {job_id} broke off "
+                                            f"({_no_connection(exc) or 'the server closed the connection'})") \
+                        from None
 
     def download(self, job_id: str, name: str, dest: str | Path) -> Path:
         """Save one output (``tree.json``, ``solution.ipynb`` or ``tree.html``) to ``dest``.
 
-        ``dest`` is a folder (the file keeps its name) or a file path; returns the path written. The file
-        appears whole or not at all.
+        ``dest`` is a folder (the file keeps its name) or a file path; returns the path written. The file is
+        written under a temporary name and renamed when whole, so it appears whole or not at all.
         """
         if name not in DOWNLOADS:
             raise ClientError(f"download {name!r}: one of {', '.join(DOWNLOADS)}")
@@ -334,10 +378,21 @@ class Client:
         target = dest / name if dest.is_dir() or str(dest).endswith(("/", "\\")) else dest
         target.parent.mkdir(parents=True, exist_ok=True)
         path = f"/v1/tasks/{_quote(job_id)}/{name}"
-        try:
-            self._http.download(path, target, _error)
-        except Unreachable as exc:
-            raise self._unreachable("GET", path, exc) from None
+        partial = target.with_name(target.name + ".part")
+        with self._request("GET", path, stream=True) as reply:
+            try:
+                with open(partial, "wb") as out:
+                    for chunk in reply.iter_content(chunk_size=1 << 20):
+                        out.write(chunk)
+                os.replace(partial, target)
+            except requests.exceptions.ChunkedEncodingError:  # urllib3 checks the length the server declared
+                declared = reply.headers.get("content-length", "?")
+                raise ServerUnreachable(f"the Jupiter server at {self.url}: GET {path}: the transfer broke off "
+                                        f"before the end of its {declared} bytes") from None
+            except requests.RequestException as exc:
+                raise self._unreachable("GET", path, exc) from None
+            finally:
+                partial.unlink(missing_ok=True)
         return target
 
     def solve(self, task: str | Path | Mapping[str, Any], files: Iterable[str | Path] | None = None,
@@ -347,7 +402,8 @@ class Client:
         return self.wait(self.submit(task, files, settings), poll=poll, timeout=timeout)
 
     def close(self) -> None:
-        self._http.close()
+        """Close the kept-alive connections (a later request opens new ones)."""
+        self._session.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -356,39 +412,28 @@ class Client:
         self.close()
 
 
-class MultipartForm:
-    """A multipart/form-data body (RFC 7578), built in memory: plain fields and files.
+def _no_connection(exc: requests.RequestException) -> str | None:
+    """Why no connection to the server was made, in a few words; None when one was made and the server closed it.
 
-    Names and file names are written as browsers write them (the HTML standard's rule: UTF-8, with ``"``, CR and
-    LF percent-escaped), which is what the server's parser reads.
-    """
-
-    def __init__(self) -> None:
-        self.boundary = uuid.uuid4().hex
-        self._parts: list[bytes] = []
-
-    @property
-    def content_type(self) -> str:
-        return f"multipart/form-data; boundary={self.boundary}"
-
-    def field(self, name: str, value: str) -> None:
-        self._add(f'form-data; name="{_escape(name)}"', None, value.encode("utf-8"))
-
-    def file(self, name: str, filename: str, content: bytes, content_type: str) -> None:
-        self._add(f'form-data; name="{_escape(name)}"; filename="{_escape(filename)}"', content_type, content)
-
-    def _add(self, disposition: str, content_type: str | None, content: bytes) -> None:
-        head = f"--{self.boundary}\r\nContent-Disposition: {disposition}\r\n"
-        if content_type:
-            head += f"Content-Type: {content_type}\r\n"
-        self._parts.append(head.encode("utf-8") + b"\r\n" + content + b"\r\n")
-
-    def body(self) -> bytes:
-        return b"".join(self._parts) + f"--{self.boundary}--\r\n".encode("ascii")
-
-
-def _escape(value: str) -> str:
-    return value.replace('"', "%22").replace("\r", "%0D").replace("\n", "%0A")
+    ``requests`` raises ``ConnectionError(MaxRetryError(reason=...))`` when urllib3 gave up (its ``reason`` is the
+    urllib3 error) and ``ConnectionError(ProtocolError(...))`` when a request that is not resent failed."""
+    cause: object = exc.args[0] if exc.args else exc
+    if isinstance(cause, MaxRetryError):
+        cause = cause.reason
+    if isinstance(cause, ProtocolError):
+        return None
+    if isinstance(exc, requests.exceptions.SSLError):
+        return ("its TLS certificate is not trusted" if "CERTIFICATE_VERIFY_FAILED" in str(exc)
+                else f"TLS failed: {cause}")
+    if isinstance(exc, requests.exceptions.ProxyError):
+        return f"the proxy failed: {cause}"
+    if isinstance(exc, requests.exceptions.InvalidSchema):  # e.g. a socks:// proxy without requests[socks]
+        return f"unusable proxy: {exc}"
+    if isinstance(cause, NameResolutionError):
+        return "cannot resolve the host name"
+    if isinstance(cause, NewConnectionError) and isinstance(cause.__cause__, ConnectionRefusedError):
+        return "connection refused"
+    return f"cannot connect ({type(cause).__name__}: {cause})"
 
 
 def _quote(job_id: str) -> str:
@@ -396,16 +441,16 @@ def _quote(job_id: str) -> str:
     return urllib.parse.quote(job_id, safe="")
 
 
-def _error(reply: Reply) -> ClientError:
-    return ClientError(f"{reply.method} {reply.path}: HTTP {reply.status}: {_error_text(reply)}", reply.status)
+def _error(method: str, path: str, reply: requests.Response) -> ClientError:
+    return ClientError(f"{method} {path}: HTTP {reply.status_code}: {_error_text(reply)}", reply.status_code)
 
 
-def _error_text(reply: Reply) -> str:
+def _error_text(reply: requests.Response) -> str:
     """The server's ``{"error": ...}`` text, else the start of the body."""
     try:
-        body = json.loads(reply.body)
+        body = reply.json()
     except ValueError:
-        return reply.body.decode("utf-8", "replace").strip()[:200] or reply.reason or "no details"
+        return reply.text.strip()[:200] or reply.reason or "no details"
     if isinstance(body, dict) and body.get("error"):
         return str(body["error"])
     if isinstance(body, dict) and body.get("detail"):  # a framework's own error body

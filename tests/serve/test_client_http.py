@@ -1,6 +1,6 @@
-"""``jupiter.http_transport`` against real HTTP servers on 127.0.0.1: kept-alive connections the server closes,
-requests resent or not, a forwarding proxy and a CONNECT tunnel, TLS with a self-signed certificate, timeouts,
-and a download cut off half-way.
+"""``jupiter.client``'s HTTP against real HTTP servers on 127.0.0.1: kept-alive connections shared by threads and
+closed by the server, requests resent or not, a forwarding proxy and a CONNECT tunnel, TLS with a self-signed
+certificate, timeouts, and a download cut off half-way.
 
 The servers are the standard library's, in threads of the test process, so that each test can make the server
 misbehave in one precise way (the real ``jupiter serve`` is exercised by test_client.py).
@@ -110,7 +110,7 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_before_a_post(ser
     server = serve(lambda h: reply_json(h, {"id": "j1", "status": "queued"}, 202, close=True))
     client = Client(f"http://127.0.0.1:{server.port}")
     for _ in range(3):
-        assert client._json("POST", "/v1/tasks", b"x") == {"id": "j1", "status": "queued"}
+        assert client._json("POST", "/v1/tasks", data=b"x") == {"id": "j1", "status": "queued"}
         time.sleep(0.05)  # the server's FIN arrives
     assert [s[0] for s in server.seen] == ["POST"] * 3 and server.connections == 3
 
@@ -121,6 +121,24 @@ def test_kept_alive_connections_are_reused(serve) -> None:
         for _ in range(5):
             client.health()
     assert server.connections == 1 and [s[3] for s in server.seen] == [1, 2, 3, 4, 5]
+
+
+def test_threads_share_a_client_on_kept_alive_connections(serve) -> None:
+    """Six threads, twenty calls each, on one client: every call answered, at most one connection per thread."""
+    server = serve(lambda h: reply_json(h, {"path": h.path}))
+    client = Client(f"http://127.0.0.1:{server.port}")
+    answers: dict[int, list[str]] = {}
+
+    def poll(number: int) -> None:
+        answers[number] = [client.status(f"job{number}")["path"] for _ in range(20)]
+
+    threads = [threading.Thread(target=poll, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert answers == {n: [f"/v1/tasks/job{n}"] * 20 for n in range(6)}
+    assert len(server.seen) == 120 and server.connections <= 6
 
 
 def _health_in_a_child(client: Client, out: "multiprocessing.Queue[Any]") -> None:
@@ -158,7 +176,7 @@ def test_a_get_that_meets_a_closed_connection_is_sent_again_a_post_never(serve) 
     assert client.status("a")["n"] == 1  # dropped on connection 1, answered as the first of connection 2
     assert [(s[2], s[3]) for s in server.seen] == [(1, 1), (1, 2), (2, 1)]
     with pytest.raises(ServerUnreachable, match="closed the connection"):
-        client._json("POST", "/v1/tasks", b"x")  # the second request of connection 2: not resent
+        client._json("POST", "/v1/tasks", data=b"x")  # the second request of connection 2: not resent
     assert [(s[0], s[2], s[3]) for s in server.seen][-1] == ("POST", 2, 2) and len(server.seen) == 4
 
 
@@ -187,8 +205,8 @@ def _cut_off(handler: http.server.BaseHTTPRequestHandler) -> None:
 
 def test_a_download_cut_off_half_way_leaves_no_file(serve, tmp_path: Path) -> None:
     server = serve(_cut_off)
-    with pytest.raises(ServerUnreachable, match="GET /v1/tasks/j1/tree.json: the transfer broke off after 1000 of "
-                                                "100000 bytes"):
+    with pytest.raises(ServerUnreachable, match="GET /v1/tasks/j1/tree.json: the transfer broke off before the end "
+                                                "of its 100000 bytes"):
         Client(f"http://127.0.0.1:{server.port}").download("j1", "tree.json", tmp_path)
     assert list(tmp_path.iterdir()) == []
 
@@ -278,7 +296,7 @@ def test_a_remote_server_is_reached_through_the_environments_proxy(serve, proxy_
     no_proxy_env.setenv("HTTP_PROXY", f"http://user:p%40ss@127.0.0.1:{proxy.port}")
     client = Client("http://jupiter-box.invalid:8700", token="t0k")
     assert client.proxy == f"http://user:p%40ss@127.0.0.1:{proxy.port}"
-    assert client._json("POST", "/v1/tasks", b"hello") == {"path": "/v1/tasks", "body": "hello"}
+    assert client._json("POST", "/v1/tasks", data=b"hello") == {"path": "/v1/tasks", "body": "hello"}
     method, target, _, _, headers = proxy.seen[-1]
     assert (method, target) == ("POST", "http://jupiter-box.invalid:8700/v1/tasks")
     assert headers["Proxy-Authorization"] == "Basic dXNlcjpwQHNz"  # user:p@ss
@@ -287,10 +305,14 @@ def test_a_remote_server_is_reached_through_the_environments_proxy(serve, proxy_
     assert Client("http://jupiter-box.invalid:8700").proxy is None
 
 
-def test_a_proxy_the_transport_cannot_use_is_named(no_proxy_env) -> None:
-    no_proxy_env.setenv("HTTP_PROXY", "socks5://127.0.0.1:1080")
-    with pytest.raises(ClientError, match="proxy 'socks5://127.0.0.1:1080': only http:// proxies"):
-        Client("http://jupiter-box.invalid:8700")
+def test_a_proxy_that_does_not_answer_is_named(no_proxy_env) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    no_proxy_env.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead}")
+    with pytest.raises(ServerUnreachable, match="no Jupiter server at http://jupiter-box.invalid:8700 "
+                                                r"\(the proxy failed"):
+        Client("http://jupiter-box.invalid:8700", timeout=5).health()
 
 
 # ------------------------------------------------------------------------------------------ TLS
@@ -317,8 +339,7 @@ def test_https_checks_the_certificate(serve, certificate, no_proxy_env) -> None:
     server = _tls_server(serve, certificate)
     with pytest.raises(ServerUnreachable, match="certificate is not trusted"):
         Client(f"https://127.0.0.1:{server.port}", timeout=10).health()
-    trusting = ssl.create_default_context(cafile=str(certificate[0]))
-    with Client(f"https://127.0.0.1:{server.port}", timeout=10, ssl_context=trusting) as client:
+    with Client(f"https://127.0.0.1:{server.port}", timeout=10, verify=str(certificate[0])) as client:
         assert client.health() == {"path": "/healthz"}
         assert client.health() == {"path": "/healthz"}
     assert server.connections == 1
@@ -328,7 +349,6 @@ def test_https_through_a_proxy_is_a_connect_tunnel(serve, certificate, proxy_for
     server = _tls_server(serve, certificate)
     proxy = proxy_for(server.port)
     no_proxy_env.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")
-    trusting = ssl.create_default_context(cafile=str(certificate[0]))
-    client = Client("https://jupiter-box.invalid:8443", timeout=10, ssl_context=trusting)
+    client = Client("https://jupiter-box.invalid:8443", timeout=10, verify=str(certificate[0]))
     assert client.status("j1") == {"path": "/v1/tasks/j1"}
     assert proxy.seen[-1][:2] == ("CONNECT", "jupiter-box.invalid:8443")
