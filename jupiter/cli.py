@@ -13,7 +13,7 @@ import logging
 import sys
 from typing import Sequence
 
-from jupiter import __version__
+from jupiter import __version__, console_log
 from jupiter.task import TaskError
 
 __all__ = ["main", "build_parser"]
@@ -29,6 +29,10 @@ COMMANDS: dict[str, str] = {
     "sft": "jupiter.commands.sft",
 }
 
+#: commands whose console shows only the project's own lines unless -v is given: other programs' output goes
+#: to ``jupiter.log`` in the run folder (``jupiter.console_log``)
+QUIET_COMMANDS = frozenset({"solve"})
+
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -36,7 +40,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Tree search over Jupyter-notebook states for multi-step data analysis.",
     )
     parser.add_argument("--version", action="version", version=f"jupiter {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log debug messages, and show other programs' output on the console")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         if only is not None and name != only:
@@ -65,7 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.handler(args) or 0)
+        if args.command not in QUIET_COMMANDS or args.verbose:
+            return int(args.handler(args) or 0)
+        with console_log.capture(args.out) as captured:
+            captured.exit_code = int(args.handler(args) or 0)
+        return captured.exit_code
     except TaskError as exc:
         print(f"jupiter: error: {exc}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jupiter import console_log
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.interrupts import EXIT_INTERRUPTED, StopSignals
 from jupiter.commands.outputs import RunFolderState, check_output_folder, check_run_folder, move_previous_run
@@ -219,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
     task = _with_setup(load_task_file(args.task, data_dir=args.data_dir), args.setup)
     out = _out_dir(args, task.id)
     folder = check_run_folder(out, force=args.force)  # before any model loads: a bad --out fails at once
+    console_log.log_to(out)  # other programs' output ends in OUT/jupiter.log
     from jupiter.llm import PolicyError, load_policy
     from sandbox import Sandbox, SandboxConfig
     from search import Mode, run_search

@@ -1,0 +1,259 @@
+"""Keep a command's console to the project's own lines; everything other programs print goes to a log file.
+
+Why: loading the policy on vLLM's CPU build prints pages that a user can do nothing about (tcmalloc and NUMA
+hints, Triton, FutureWarnings of libraries, progress bars of model conversion) around the three lines that
+matter. While ``capture`` runs:
+
+- file descriptors 1 and 2 point to the log file, so output written below Python (C extensions, child
+  processes such as compilers or Ray workers) lands there;
+- ``sys.stdout`` and ``sys.stderr`` become routers: text written by code of this project (print, its progress
+  bars) goes to the terminal, text written by other libraries (their print, tqdm bars, warnings, their own log
+  handlers) to the log file. The writer is the nearest frame on the call stack outside the standard library and
+  tqdm, which is how a bar the project opened stays on the console while a library's bar does not;
+- logging: records of this project at WARNING and above, and every record at ERROR and above whoever logs it,
+  reach the console; the log file gets every record at INFO and above.
+
+A real error is never hidden: ERROR records of any library reach the console, even through a library's own
+handler; a command that fails (exit code 2 or more, or an exception) prints the log file's last lines and its
+path; fatal crashes (``faulthandler``) print to the console. ``jupiter -v`` does not capture at all.
+
+At the end the log file moves into the run folder the command named (``log_to``) as ``jupiter.log``; until then
+it lives in the temporary folder, so a run folder is never created or changed before the command writes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import io
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, TextIO
+
+__all__ = ["LOG_NAME", "OWN_PACKAGES", "Capture", "capture", "log_to"]
+
+LOG_NAME = "jupiter.log"
+
+#: top-level modules whose output is the project's own (``__main__``: ``python -m jupiter.cli`` and the
+#: console script)
+OWN_PACKAGES = frozenset({"jupiter", "search", "sandbox", "value_model", "nbqa_pipeline", "benchmarks", "__main__"})
+
+#: modules that only carry text from the real writer (skipped when looking for who wrote it)
+_CARRIERS = frozenset(sys.stdlib_module_names) | {"tqdm"}
+
+#: lines of the log shown on the console when a command fails
+TAIL_LINES = 30
+
+_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+def _top_module(frame: types.FrameType) -> str:
+    return str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
+
+
+def _writer_is_ours(frame: types.FrameType | None) -> bool:
+    """Whether text written from ``frame`` (the caller of ``write``) belongs on the console.
+
+    The nearest frame outside the carriers decides. A library's own log handler passes through ``logging``:
+    a record at ERROR or above goes to the console whoever logged it. No deciding frame: the console.
+    """
+    while frame is not None:
+        top = _top_module(frame)
+        if top not in _CARRIERS:
+            return top in OWN_PACKAGES
+        if top == "logging" and frame.f_code.co_name == "emit":
+            record = frame.f_locals.get("record")
+            if isinstance(record, logging.LogRecord) and record.levelno >= logging.ERROR:
+                return True
+        frame = frame.f_back
+    return True
+
+
+class _Router(io.TextIOBase):
+    """A text stream that sends the project's writes to ``console`` and every other writer's to ``log``."""
+
+    def __init__(self, console: TextIO, log: TextIO) -> None:
+        super().__init__()
+        self.console = console
+        self.log = log
+
+    def write(self, text: str) -> int:
+        target = self.console if _writer_is_ours(sys._getframe(1)) else self.log
+        target.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in (self.console, self.log):
+            with contextlib.suppress(ValueError, OSError):
+                stream.flush()
+
+    def fileno(self) -> int:
+        return self.console.fileno()
+
+    def isatty(self) -> bool:
+        return self.console.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.console, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self.console, "errors", None)
+
+    @property
+    def buffer(self) -> io.BufferedIOBase:
+        return self.console.buffer  # type: ignore[attr-defined]
+
+
+class _ConsoleFilter(logging.Filter):
+    """The project's records at WARNING and above, anyone's at ERROR and above."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        return record.levelno >= logging.WARNING and record.name.split(".", 1)[0] in OWN_PACKAGES
+
+
+#: exit code of an interrupted command (not a failure: no log tail is shown)
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class Capture:
+    """One capture: where the log is, the run folder it moves into, and the command's exit code.
+
+    The command sets ``exit_code`` (``cli.main`` does): 2 or more, except 130 (interrupted), is a failure, and a
+    failure shows the log's last lines on the console.
+    """
+
+    path: Path
+    folder: Path | None = None
+    exit_code: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.exit_code >= 2 and self.exit_code != EXIT_INTERRUPTED
+
+
+_active: Capture | None = None
+
+
+def log_to(folder: str | Path) -> None:
+    """Name the run folder the log file moves into when the command ends (no effect when nothing is captured).
+
+    The move happens only if the folder exists then: a command that fails before writing its folder leaves
+    the log in the temporary folder and says where.
+    """
+    if _active is not None:
+        _active.folder = Path(folder)
+
+
+def _console_stream(stream: TextIO, fd: int) -> tuple[TextIO, bool]:
+    """A stream to what ``stream`` shows now, independent of file descriptor ``fd`` (which is about to move).
+
+    Returns (stream, whether we opened it). A stream that is not on ``fd`` (a test's capture) is used as is.
+    """
+    try:
+        on_fd = stream.fileno() == fd
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        on_fd = False
+    if not on_fd:
+        return stream, False
+    stream.flush()
+    return open(os.dup(fd), "w", buffering=1, encoding=stream.encoding or "utf-8",  # noqa: SIM115
+                errors=stream.errors or "strict"), True
+
+
+@contextlib.contextmanager
+def capture(folder: str | Path | None = None) -> Iterator[Capture]:
+    """Route other programs' output to a log file while the block runs.
+
+    ``folder``: the run folder to move the log into at the end (``log_to`` may name it later). Replaces the
+    root logger's handlers for the block; restores streams, descriptors and logging on the way out, then moves
+    the log (``_finish``). An exception other than KeyboardInterrupt, or a failing ``exit_code``, shows the
+    log's last lines.
+    """
+    global _active
+    handle, name = tempfile.mkstemp(prefix="jupiter-", suffix=".log")
+    os.close(handle)
+    state = Capture(Path(name), Path(folder) if folder is not None else None)
+    log = open(state.path, "a", buffering=1, encoding="utf-8", errors="replace")  # noqa: SIM115
+    out, own_out = _console_stream(sys.stdout, 1)
+    err, own_err = _console_stream(sys.stderr, 2)
+    saved_fds = [os.dup(1), os.dup(2)]
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    saved_streams = (sys.stdout, sys.stderr)
+    sys.stdout, sys.stderr = _Router(out, log), _Router(err, log)
+    root = logging.getLogger()
+    saved_logging = (root.level, list(root.handlers))
+    console_handler = logging.StreamHandler(err)
+    console_handler.addFilter(_ConsoleFilter())
+    console_handler.setFormatter(logging.Formatter(_FORMAT))
+    file_handler = logging.StreamHandler(log)
+    file_handler.setFormatter(logging.Formatter("%(asctime)s " + _FORMAT))
+    root.handlers[:] = [console_handler, file_handler]
+    root.setLevel(logging.INFO)
+    fault_was_on = faulthandler.is_enabled()
+    if not fault_was_on:
+        faulthandler.enable(file=err)
+    _active = state
+    crashed = False
+    try:
+        yield state
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        crashed = True
+        raise
+    finally:
+        _active = None
+        if not fault_was_on:
+            faulthandler.disable()
+        root.handlers[:] = saved_logging[1]
+        root.setLevel(saved_logging[0])
+        for stream in (sys.stdout, sys.stderr, log):
+            with contextlib.suppress(ValueError, OSError):
+                stream.flush()
+        sys.stdout, sys.stderr = saved_streams
+        for fd, saved in zip((1, 2), saved_fds):
+            os.dup2(saved, fd)
+            os.close(saved)
+        for stream, own in ((out, own_out), (err, own_err)):
+            if own:
+                stream.close()
+        log.close()
+        _finish(state, show_tail=crashed or state.failed)
+
+
+def _finish(state: Capture, show_tail: bool) -> None:
+    """Move the log into the run folder (when it exists) or drop it when empty; say where it is otherwise.
+
+    On a failure its last lines are printed, so an error another program printed is never hidden.
+    """
+    path = state.path
+    moved = state.folder is not None and state.folder.is_dir()
+    if moved:
+        path = state.folder / LOG_NAME
+        shutil.move(str(state.path), path)
+    elif state.path.stat().st_size == 0:
+        state.path.unlink()
+        return
+    if show_tail:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-TAIL_LINES:]
+        if lines:
+            print(f"jupiter: the last lines other programs printed (all of them in {path}):", file=sys.stderr)
+            for line in lines:
+                print(f"  {line}", file=sys.stderr)
+    elif not moved:
+        print(f"jupiter: other programs' output is in {path}", file=sys.stderr)

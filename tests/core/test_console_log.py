@@ -1,0 +1,102 @@
+"""``jupiter solve`` shows the project's own lines; what other programs print goes to ``OUT/jupiter.log``.
+
+Real processes: the command runs in a subprocess with the replay policy and the fork sandbox. A stand-in
+third-party library (``noisylib``, written to a temporary folder and imported before the CLI) makes the noise
+a real model load makes — a print, a FutureWarning, a log warning, a write below Python, a child process
+writing to stderr, a tqdm bar — when the policy is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "jupiter" / "examples" / "titanic_mean_fare.json"
+REPLAY = ROOT / "jupiter" / "examples" / "titanic_mean_fare.replay.json"
+
+NOISY_LIBRARY = '''
+import logging, os, subprocess, warnings
+
+import jupiter.llm
+import jupiter.llm.spec
+from tqdm import tqdm
+
+_load = jupiter.llm.spec.load_policy
+
+
+def load_policy(spec, *args, **kwargs):
+    print("noisylib: tcmalloc is not in LD_PRELOAD")
+    warnings.warn("noisylib: this argument is deprecated", FutureWarning)
+    logging.getLogger("noisylib").warning("noisylib: NUMA node 0 has 2 CPUs")
+    os.write(2, b"noisylib: written below Python\\n")
+    subprocess.run(["sh", "-c", "echo noisylib: a child process >&2"], check=True)
+    for _ in tqdm(range(3), desc="noisylib converting"):
+        pass
+    if os.environ.get("NOISYLIB_FAIL"):
+        logging.getLogger("noisylib").error("noisylib: the engine died")
+        os.write(2, b"noisylib: the engine's last words\\n")
+        raise RuntimeError("noisylib: engine core failed")
+    return _load(spec, *args, **kwargs)
+
+
+jupiter.llm.load_policy = jupiter.llm.spec.load_policy = load_policy
+'''
+
+NOISE = ("tcmalloc", "deprecated", "NUMA", "below Python", "a child process", "noisylib converting")
+
+
+def solve(tmp_path: Path, *flags: str, verbose: bool = False, fail: bool = False) -> subprocess.CompletedProcess:
+    (tmp_path / "noisylib.py").write_text(NOISY_LIBRARY)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
+    env["TMPDIR"] = str(tmp_path)  # where the log waits until the run folder exists
+    env.pop("NOISYLIB_FAIL", None)
+    if fail:
+        env["NOISYLIB_FAIL"] = "1"
+    code = "import sys, noisylib\nfrom jupiter.cli import main\nsys.exit(main(sys.argv[1:]))"
+    command = [sys.executable, "-c", code, *(["-v"] if verbose else []), "solve", str(EXAMPLE), "--llm",
+               f"replay:{REPLAY}", "--iterations", "4", "--expansions", "2", *flags]
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+
+
+def test_the_console_shows_our_lines_and_the_run_folder_keeps_the_rest(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = solve(tmp_path, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    console = done.stdout + done.stderr
+    assert not [word for word in NOISE if word in console], console
+    assert done.stdout.strip() == json.loads((out / "result.json").read_text())["answer"]
+    assert "llm: replay" in done.stderr and f"wrote {out}" in done.stderr  # the project's own lines
+    assert "4/4" in done.stderr  # its progress bar stays on the console
+    log = (out / "jupiter.log").read_text()
+    assert all(word in log for word in NOISE), log
+
+
+def test_the_default_run_folder_gets_the_log_too(tmp_path: Path) -> None:
+    done = solve(tmp_path)
+    assert done.returncode == 0, done.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    assert (run / "result.json").is_file() and "tcmalloc" in (run / "jupiter.log").read_text()
+
+
+def test_verbose_shows_everything_on_the_console(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = solve(tmp_path, "--out", str(out), verbose=True)
+    assert done.returncode == 0, done.stderr
+    console = done.stdout + done.stderr
+    assert all(word in console for word in NOISE), console
+    assert not (out / "jupiter.log").exists()
+
+
+def test_a_failure_shows_what_the_other_programs_printed(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = solve(tmp_path, "--out", str(out), fail=True)
+    assert done.returncode != 0
+    assert "noisylib: the engine died" in done.stderr  # an error record reaches the console as it happens
+    assert "RuntimeError: noisylib: engine core failed" in done.stderr  # and the exception itself
+    assert "noisylib: the engine's last words" in done.stderr  # the log's tail: nothing below Python is lost
+    assert "jupiter.log" in done.stderr or "jupiter-" in done.stderr  # and where the whole log is
+
