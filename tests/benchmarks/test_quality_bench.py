@@ -124,7 +124,8 @@ def test_unknown_task_is_a_policy_error(questions) -> None:
 
 
 def test_one_rollout_is_right_well_under_half_the_time(questions, tasks) -> None:
-    """Issue 12: one ReAct rollout answered 14/40. Offline rollouts (no cells run) with the default options."""
+    """Like the noisy policy it stands for (one ReAct rollout answered 14/40): offline rollouts (no cells run)
+    with the default options."""
     policy = SimulatedPolicy(questions)
     outcomes: Counter[str] = Counter()
     errors = {q.id: {c.code for c in q.errors} for q in questions}

@@ -73,7 +73,7 @@ def test_seed_with_n_gives_each_child_its_own_request_and_seed(scripted_openai):
 
 
 def test_equal_histories_with_n1_get_their_own_seeds(scripted_openai):
-    """Vote runs whose first replies were equal must not stay clones: one seed per history (issue 12)."""
+    """Vote runs whose first replies were equal must not stay clones: one seed per history."""
     with make(scripted_openai) as policy:
         policy.generate([chat("a"), chat("a"), chat("a")], SamplingParams(n=1, seed=5))
         seeds = [r["seed"] for r in scripted_openai.received]

@@ -1,5 +1,5 @@
-"""Every Completion carries the token count of the prompt it continued (issue 13: ``stats.prompt_tokens`` was
-null while the policy knew the number): the replay policy (words) and the HTTP backend against the scripted
+"""Every Completion carries the token count of the prompt it continued (so ``stats.prompt_tokens`` is
+never null while the policy knows the number): the replay policy (words) and the HTTP backend against the scripted
 OpenAI-shaped server (the usage block), with and without per-child seeds."""
 
 from __future__ import annotations

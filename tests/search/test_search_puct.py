@@ -140,7 +140,7 @@ def test_exhausted_subtrees_are_skipped_and_marked():
 
 
 def test_priors_exp_softmax_and_uniform_fallback():
-    # reference code: exp(mean log-prob), not normalised (more exploration than a softmax: issue 12, item 8)
+    # reference code: exp(mean log-prob), not normalised (more exploration than a softmax)
     assert priors_from_logprobs([-1.0, -1.0]) == pytest.approx([math.exp(-1.0)] * 2)
     priors = priors_from_logprobs([-0.1, -2.0, -5.0])
     assert priors == pytest.approx([math.exp(-0.1), math.exp(-2.0), math.exp(-5.0)])

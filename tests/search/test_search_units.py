@@ -47,7 +47,7 @@ def test_duplicates_are_dropped_and_counted():
                    FakeCompletion("b", mean_logprob=-3.0)]
     drafts, dups = draft_children(completions, drop_duplicates=True)
     assert [d.text for d in drafts] == ["a", "b"] and dups == 1
-    # the duplicate is folded, not lost: it still counts as a vote and in the prior (issue 12, item 3)
+    # the duplicate is folded, not lost: it still counts as a vote and in the prior
     assert [d.multiplicity for d in drafts] == [2, 1]
     assert drafts[0].prior == pytest.approx(2 * math.exp(-1.0)) and drafts[1].prior == pytest.approx(math.exp(-3.0))
     drafts, dups = draft_children(completions, drop_duplicates=True, prior_rule="softmax")

@@ -42,7 +42,8 @@ def test_defaults_follow_the_issue() -> None:
 
 
 def test_training_defaults_are_the_papers() -> None:
-    """Issue 12 item 10: 3 epochs, batch size 4, lr 1e-4, 100 warm-up steps, weight decay 0.01, clipping 1.0."""
+    """The paper's training settings: 3 epochs, batch size 4, lr 1e-4, 100 warm-up steps, weight decay 0.01,
+    clipping 1.0."""
     config = TrainConfig()
     assert (config.epochs, config.batch_size * config.grad_accumulation, config.learning_rate) == (3, 4, 1e-4)
     assert (config.warmup_steps, config.weight_decay, config.max_grad_norm) == (100, 0.01, 1.0)

@@ -226,7 +226,7 @@ def _tiny_value_model(config: ModelConfig):
 
 def test_the_trainer_applies_steps_warmup_decay_clipping_and_weight_decay(backbone: str, tmp_path: Path,
                                                                          monkeypatch) -> None:
-    """Issue 12 item 10: optimizer steps = epochs x ceil(batches / accumulation); the LR warms up linearly over
+    """Optimizer steps = epochs x ceil(batches / accumulation); the LR warms up linearly over
     ``warmup_steps`` and decays linearly; every step clips at ``max_grad_norm``; AdamW decays the matrices."""
     from value_model.train import lr_factor, train_value_model, training_schedule
 

@@ -50,7 +50,7 @@ def test_oldest_middle_steps_are_dropped_with_a_marker() -> None:
 
 
 def test_a_latest_step_too_long_alone_keeps_its_end_and_marks_the_cut() -> None:
-    """Issue 12 item 7: the newest text (the latest output) survives; the step's beginning is cut instead."""
+    """The newest text (the latest output) survives; the step's beginning is cut instead."""
     messages = _messages(3, observation="word " * 500)
     messages[-1] = {**messages[-1], "content": messages[-1]["content"] + " the final number is 42"}
     kept, dropped = truncate_messages(messages, _words, 300, GEMMA)

@@ -1,4 +1,4 @@
-"""Issue 13, a newcomer's first hour: nothing is lost and every mistake is named at once.
+"""The CLI loses nothing when it is stopped or fails, and names every mistake at once.
 
 Every test runs the real command (``python -m jupiter.cli ...``) in a subprocess, with the real fork sandbox
 and the replay policy (or the real HTTP backend against the scripted OpenAI-shaped server): Ctrl-C and
@@ -112,7 +112,7 @@ def assert_outputs(out: Path) -> dict:
     return json.loads((out / "result.json").read_text())
 
 
-# --------------------------------------------------------------------------------- item 1: interrupts
+# ----------------------------------------------------- Ctrl-C, SIGTERM and a failing policy write what exists
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -227,7 +227,7 @@ def test_ctrl_c_in_bench_keeps_finished_tasks_only_and_says_a_rerun_resumes(tmp_
     assert [r["id"] for r in lines] == ["0"]  # the interrupted tree is not recorded as a finished task
 
 
-# --------------------------------------------------------------------------------- item 2: --out checks
+# ----------------------------------------------------------------------- --out is checked before any work
 
 
 def test_out_problems_fail_at_once_with_one_line(tmp_path, task):
@@ -276,7 +276,7 @@ def test_a_finished_run_is_not_overwritten_without_force(tmp_path, task):
     assert not any(p.name.startswith("previous-") for p in out.iterdir())
 
 
-# --------------------------------------------------------------------------------- item 3: no answer
+# -------------------------------------------------------------------- "no answer" is said in every output
 
 
 def test_no_answer_is_said_in_every_output(tmp_path, task):
@@ -303,7 +303,7 @@ def test_an_answer_names_its_notebook(tmp_path, task):
     assert "No answer found" not in notebook.cells[0].source
 
 
-# --------------------------------------------------------------------------------- item 4: prompt tokens
+# ------------------------------------------------------------------------ the prompt tokens are reported
 
 
 def _prompt_tokens(tmp_path: Path, task: Path, expansions: int) -> dict:
@@ -326,7 +326,7 @@ def test_solve_counts_a_shared_prompt_once_per_history(tmp_path, task):
     assert result["stats"]["prompt_tokens"] == result["policy_stats"]["prompt_tokens"]
 
 
-# --------------------------------------------------------------------------------- items 5-7
+# ----------------------------------------------------- unknown ids, missing files, defaults, unreachable servers
 
 
 def test_score_warns_about_and_counts_unknown_ids(tmp_path):
