@@ -312,7 +312,39 @@ def _run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-STAGES = (_add_crawl, _add_filter, _add_extract, _add_verify, _add_export, _add_synth, _add_stats)
+# ----------------------------------------------------------------------------------------------- to-dabench
+
+
+def _add_to_dabench(inner: argparse._SubParsersAction) -> None:
+    p = inner.add_parser("to-dabench", help="write NbQA tasks as a folder in DABench's layout (for `jupiter bench "
+                                            "dabench --data DIR --mode collect`: value-model trees on training tasks)")
+    p.add_argument("nbqa", type=Path, help="nbqa.jsonl (export or synth output)")
+    p.add_argument("--tables", type=Path, default=None,
+                   help="folder holding the tasks' data files (default: tables/ beside nbqa.jsonl)")
+    p.add_argument("--out", type=Path, required=True, help="folder for da-dev-questions.jsonl, da-dev-labels.jsonl, tables/")
+    p.add_argument("--limit", type=int, default=None, help="at most N tasks (the first ones)")
+    p.set_defaults(handler=_run_to_dabench)
+
+
+def _run_to_dabench(args: argparse.Namespace) -> int:
+    from nbqa_pipeline.dabench_layout import write_dabench_layout
+    from nbqa_pipeline.jsonl import read_jsonl
+
+    tables = args.tables or args.nbqa.parent / "tables"
+    if not args.nbqa.is_file():
+        return _fail(f"{args.nbqa}: no such file")
+    if not tables.is_dir():
+        return _fail(f"{tables}: no such folder (pass --tables)")
+    check_output_folder(args.out)
+    report = write_dabench_layout(read_jsonl(args.nbqa), tables, args.out, args.limit)
+    if not report.written:
+        _emit(report)
+        return _fail(f"{args.nbqa}: no task has one data file in {tables} and an @name[value] label")
+    _emit(report)
+    return 0
+
+
+STAGES = (_add_crawl, _add_filter, _add_extract, _add_verify, _add_export, _add_synth, _add_to_dabench, _add_stats)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
