@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import gc
+import json
 import logging
 import math
 import os
@@ -31,7 +32,8 @@ from typing import Any, AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException, MultiPartParser
@@ -40,7 +42,7 @@ from jupiter import __version__
 from jupiter.serve.auth import TokenAuth
 from jupiter.serve.config import ServeConfig
 from jupiter.serve.driver_process import DriverProcess
-from jupiter.serve.events import Event, EventHub, EventType, format_sse, node_events_from_tree_dict
+from jupiter.serve.events import Event, EventHub, EventType, node_events_from_tree_dict
 from jupiter.serve.jobs import (JobPaths, JobSpec, SubmissionError, as_job_task, check_file_name,
                                 effective_settings, job_paths, load_job_task, parse_settings, parse_task_json,
                                 search_config)
@@ -350,10 +352,10 @@ def _routes(app: FastAPI) -> None:
         return JSONResponse(_record(request, job_id).to_json())
 
     @app.get("/v1/tasks/{job_id}/events", summary="Server-Sent Events of a job's tree")
-    async def events(request: Request, job_id: str) -> StreamingResponse:
+    async def events(request: Request, job_id: str) -> EventSourceResponse:
         _record(request, job_id)
-        return StreamingResponse(_event_stream(request, job_id), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        # sse-starlette sends a keep-alive comment every _KEEPALIVE_S and ends the stream when the client goes
+        return EventSourceResponse(_event_stream(request, job_id), ping=_KEEPALIVE_S, sep="\n")
 
     for name, media in DOWNLOADS.items():
         _download_route(app, name, media)
@@ -531,14 +533,19 @@ class _NodeIds:
         if given_run == str(run) and given_n.isdigit():
             self.skip = int(given_n)
 
-    def frame(self, event: Event) -> str | None:
+    def frame(self, event: Event) -> ServerSentEvent | None:
         """The frame to send (None for a node the client already has)."""
         if event.type is not EventType.NODE:
-            return format_sse(event)
+            return _sse(event)
         self.count += 1
         if self.count <= self.skip:
             return None
-        return f"id: {self.run}-{self.count}\n" + format_sse(event)
+        return _sse(event, f"{self.run}-{self.count}")
+
+
+def _sse(event: Event, event_id: str | None = None) -> ServerSentEvent:
+    """One SSE frame: the event's type, its data as one line of JSON, and the node's id when it has one."""
+    return ServerSentEvent(json.dumps(dict(event.data), default=str), event=event.type.value, id=event_id, sep="\n")
 
 
 def _done_event(record: JobRecord) -> Event:
@@ -546,8 +553,8 @@ def _done_event(record: JobRecord) -> Event:
                                   "error": record.error})
 
 
-async def _event_stream(request: Request, job_id: str) -> AsyncIterator[str]:
-    """A job's events: every node so far (root first), then live events until ``done``; keep-alive comments."""
+async def _event_stream(request: Request, job_id: str) -> AsyncIterator[ServerSentEvent]:
+    """A job's events: every node so far (root first), then live events until ``done``."""
     server = _server(request)
     loop = asyncio.get_running_loop()
     # Resuming is opt-in (``?resume=1``): by default a reconnect replays every node, which pages that redraw
@@ -564,7 +571,7 @@ async def _event_stream(request: Request, job_id: str) -> AsyncIterator[str]:
                 frame = ids.frame(Event(EventType.NODE, node))
                 if frame is not None:
                     yield frame
-            yield format_sse(_done_event(record))
+            yield _sse(_done_event(record))
             return
         server.hub.open(job_id)  # queued: open its channel so that we see it start
         subscription = server.hub.subscribe(job_id, loop)
@@ -573,7 +580,7 @@ async def _event_stream(request: Request, job_id: str) -> AsyncIterator[str]:
             now = server.store.get(job_id)
             if now is not None and now.status.is_final and subscription.done is None:
                 server.hub.unsubscribe(job_id, subscription.queue)
-                yield format_sse(_done_event(now))
+                yield _sse(_done_event(now))
                 return
     for node in subscription.nodes:
         frame = ids.frame(Event(EventType.NODE, node))
@@ -581,19 +588,13 @@ async def _event_stream(request: Request, job_id: str) -> AsyncIterator[str]:
             yield frame
     if subscription.queue is None:
         if subscription.done is not None:
-            yield format_sse(subscription.done)
+            yield _sse(subscription.done)
         return
     queue = subscription.queue
     try:
-        yield format_sse(Event(EventType.STATUS, {"status": record.status.value}))
+        yield _sse(Event(EventType.STATUS, {"status": record.status.value}))
         while True:
-            try:
-                event = await asyncio.wait_for(queue.get(), timeout=_KEEPALIVE_S)
-            except asyncio.TimeoutError:
-                if await request.is_disconnected():
-                    return
-                yield ": keep-alive\n\n"
-                continue
+            event = await queue.get()
             frame = ids.frame(event)
             if frame is not None:
                 yield frame

@@ -15,8 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-__all__ = ["EventType", "Event", "EventHub", "Subscription", "node_event", "node_events_from_tree_dict",
-           "format_sse"]
+__all__ = ["EventType", "Event", "EventHub", "Subscription", "node_event", "node_events_from_tree_dict"]
 
 
 class EventType(str, enum.Enum):
@@ -69,13 +68,6 @@ def node_events_from_tree_dict(tree: Mapping[str, Any] | None) -> list[dict[str,
             "observation": record.get("observation"),
         })
     return out
-
-
-def format_sse(event: Event) -> str:
-    """One SSE frame (``event:`` + one ``data:`` line of JSON)."""
-    import json
-
-    return f"event: {event.type.value}\ndata: {json.dumps(dict(event.data), default=str)}\n\n"
 
 
 @dataclass
