@@ -10,16 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from search.config import Mode, SearchConfig
-from search.profiles import DEFAULT_PROFILE, resolve_profile
+from search.profiles import DEFAULT_PROFILE, profile_values, resolve_profile
 
 __all__ = ["REACT_TURNS", "react_config", "vote_config", "config_for_mode"]
 
-#: ReAct's turn budget
-REACT_TURNS = 25
+#: ReAct's turn budget (the default profile's)
+REACT_TURNS: int = profile_values(DEFAULT_PROFILE, Mode.REACT)["iterations"]
 
 
 def react_config(**overrides: Any) -> SearchConfig:
-    """ReAct: one path, temperature 0.2, at most 25 turns."""
+    """ReAct: one path, temperature 0.2, at most ``REACT_TURNS`` turns (the default profile's ReAct)."""
     return resolve_profile(DEFAULT_PROFILE, Mode.REACT, **overrides)
 
 

@@ -1,17 +1,20 @@
-"""Search settings: one frozen, validated dataclass, and the enums that name the choices.
+"""Search settings: one frozen, validated value object, and the enums that name the choices.
 
 Every number that shapes a search lives here so that a run is reproducible from its ``result.json`` (which
-records ``SearchConfig.to_dict()``). Errors name the bad field.
+records ``SearchConfig.to_dict()``). Validation is pydantic's, declared on the fields; errors are
+``ConfigError`` and name the bad field. The default values are not here: they are the profiles'
+(``search.profiles``), the one place each is written down with its source.
 """
 
 from __future__ import annotations
 
 import enum
-import math
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Annotated, Any, Iterable
 
-__all__ = ["Mode", "Decision", "PriorRule", "BackupRule", "SearchConfig", "ConfigError"]
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+__all__ = ["Mode", "Decision", "PriorRule", "BackupRule", "SearchConfig", "ConfigError", "describe_errors",
+           "Count", "PositiveCount", "Weight", "Probability", "Seconds", "Flag"]
 
 
 class ConfigError(ValueError):
@@ -73,9 +76,40 @@ class BackupRule(str, enum.Enum):
     PER_CHILD = "per-child"
 
 
-@dataclass(frozen=True)
-class SearchConfig:
+#: Field types shared by every settings model of the search (``SearchConfig``, ``search.settings.JobSettings``):
+#: strict, so that ``true`` is not an integer and ``"3"`` is not a number.
+PositiveCount = Annotated[int, Field(strict=True, ge=1)]
+Count = Annotated[int, Field(strict=True, ge=0)]
+Weight = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+Probability = Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+Flag = Annotated[bool, Field(strict=True)]
+
+
+def describe_errors(exc: ValidationError, owner: str, known: Iterable[str] = (), noun: str = "field") -> str:
+    """A pydantic validation error as one line: each bad field as ``owner.field`` with the value given, unknown
+    fields listed by name, then the ``known`` ones (``noun``: what the owner calls its fields)."""
+    unknown = [".".join(map(str, e["loc"])) for e in exc.errors() if e["type"] == "extra_forbidden"]
+    known_note = f"; known: {', '.join(known)}" if known else ""
+    parts = [f"{owner}: unknown {noun}(s) {', '.join(unknown)}{known_note}"] if unknown else []
+    for error in exc.errors():
+        if error["type"] == "extra_forbidden":
+            continue
+        where = ".".join(map(str, error["loc"]))
+        if error["type"] == "value_error":  # our own check: its message says what was wrong with the value
+            parts.append(f"{owner}.{where}: {error['ctx']['error']}")
+        else:
+            message = error["msg"].replace("Input should be", "must be", 1)
+            parts.append(f"{owner}.{where}: {message}, got {error['input']!r}")
+    return "; ".join(parts)
+
+
+class SearchConfig(BaseModel):
     """Settings of one search. Units: seconds, tokens, characters.
+
+    A field left out (or given as None) takes the ``paper`` profile's value for the config's mode
+    (``search.profiles``): ``SearchConfig(mode=Mode.COLLECT)`` is the paper's collection, not inference with
+    labels. Any other profile is ``search.profiles.resolve_profile``.
 
     Fields:
         mode: what the search is for (see ``Mode``).
@@ -88,7 +122,7 @@ class SearchConfig:
         max_consecutive_errors: more erroring cells than this in a row end the branch.
         context_limit: prompt budget in tokens; a node whose history plus ``max_tokens`` exceeds it is terminal.
         chars_per_token: token estimate when the policy has no tokenizer count.
-        cell_timeout: wall-clock limit of one cell.
+        cell_timeout: wall-clock limit of one cell; the sandbox the search runs in is built with it.
         partial_credit: COLLECT rewards answers by the share of correct sub-answers (2·share − 1).
         drop_duplicates: keep one node for sibling replies whose text is identical; the node's ``multiplicity``
             counts them, so each still counts as a vote and in the prior (``stats.duplicates_dropped``). Off
@@ -107,101 +141,75 @@ class SearchConfig:
         max_trees_in_flight: trees the batched driver advances together.
     """
 
-    # Defaults are the paper's settings (``search.profiles`` says where each comes from). The three that differ
-    # between modes (iterations, c_puct, temperature) default to None, which means "the paper profile's value
-    # for this mode": SearchConfig(mode=Mode.COLLECT) is the paper's collection, not inference with labels.
-    mode: Mode = Mode.INFER
-    iterations: int = None  # type: ignore[assignment]  # infer 40, collect 50, react/vote 25
-    expansions: int = 3
-    c_puct: float = None  # type: ignore[assignment]  # infer 0, collect 1.25
-    temperature: float = None  # type: ignore[assignment]  # infer 0.7, collect 1.0, react 0.2, vote 0.7
-    top_p: float = 0.95
-    max_tokens: int = 1024
-    max_depth: int = 10
-    max_consecutive_errors: int = 3
-    context_limit: int = 16384
-    chars_per_token: float = 3.5
-    cell_timeout: float = 180.0
-    partial_credit: bool = False
-    drop_duplicates: bool = False
-    logprob_prior: bool = True
-    prior_rule: PriorRule = PriorRule.EXP
-    backup_rule: BackupRule = BackupRule.EXPANSION
-    malformed_terminal: bool = False
-    vote_runs: int = 5
-    decision: Decision = Decision.VOTE
-    max_concurrent_cells: int = 4
-    max_trees_in_flight: int = 16
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def __post_init__(self) -> None:
+    mode: Mode
+    iterations: PositiveCount
+    expansions: PositiveCount
+    c_puct: Weight
+    temperature: Weight
+    top_p: Probability
+    context_limit: PositiveCount  # before max_tokens, which is checked against it
+    max_tokens: PositiveCount
+    max_depth: PositiveCount
+    max_consecutive_errors: Count
+    chars_per_token: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+    cell_timeout: Seconds
+    partial_credit: Flag
+    drop_duplicates: Flag
+    logprob_prior: Flag
+    prior_rule: PriorRule
+    backup_rule: BackupRule
+    malformed_terminal: Flag
+    vote_runs: PositiveCount
+    decision: Decision
+    max_concurrent_cells: PositiveCount
+    max_trees_in_flight: PositiveCount
+
+    def __init__(self, **values: Any) -> None:
         try:
-            object.__setattr__(self, "mode", Mode(self.mode))
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigError(describe_errors(exc, "SearchConfig", type(self).model_fields)) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_defaults(cls, values: Any) -> Any:
+        """Fill what was not given from the paper profile of the given mode (an unknown mode is reported by the
+        field's own check; the defaults are then inference's)."""
+        # imported here because search.profiles builds SearchConfigs: the profiles are the defaults' one source
+        from search.profiles import profile_values
+
+        given = {k: v for k, v in dict(values).items() if v is not None}
+        try:
+            mode = Mode(given.get("mode", Mode.INFER))
         except ValueError:
-            raise ConfigError(f"SearchConfig.mode: {self.mode!r} is not one of {[m.value for m in Mode]}") from None
-        if self.iterations is None or self.c_puct is None or self.temperature is None:
-            from search.profiles import describe_profile  # lazy: profiles builds on this module
+            mode = Mode.INFER
+        return {"mode": mode, **profile_values("paper", mode), **given}
 
-            paper = describe_profile("paper", self.mode)
-            for name in ("iterations", "c_puct", "temperature"):
-                if getattr(self, name) is None:
-                    object.__setattr__(self, name, paper[name].value if name in paper else 0.0)
-        for name, kind in (("decision", Decision), ("prior_rule", PriorRule), ("backup_rule", BackupRule)):
-            try:
-                object.__setattr__(self, name, kind(getattr(self, name)))
-            except ValueError:
-                raise ConfigError(
-                    f"SearchConfig.{name}: {getattr(self, name)!r} is not one of {[d.value for d in kind]}"
-                ) from None
-        for name in ("partial_credit", "drop_duplicates", "logprob_prior", "malformed_terminal"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"SearchConfig.{name}: must be true or false, got {getattr(self, name)!r}")
-        positive_ints = ("iterations", "expansions", "max_tokens", "max_depth", "context_limit", "vote_runs",
-                         "max_concurrent_cells", "max_trees_in_flight")
-        for name in positive_ints:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"SearchConfig.{name}: must be an integer >= 1, got {value!r}")
-        if isinstance(self.max_consecutive_errors, bool) or not isinstance(self.max_consecutive_errors, int) \
-                or self.max_consecutive_errors < 0:
-            raise ConfigError(
-                f"SearchConfig.max_consecutive_errors: must be an integer >= 0, got {self.max_consecutive_errors!r}"
-            )
-        self._check_float("c_puct", low=0.0)
-        self._check_float("temperature", low=0.0)
-        self._check_float("top_p", low=0.0, high=1.0, low_open=True)
-        self._check_float("chars_per_token", low=0.0, low_open=True)
-        self._check_float("cell_timeout", low=0.0, low_open=True)
-        if self.max_tokens >= self.context_limit:
-            raise ConfigError(
-                f"SearchConfig.max_tokens: {self.max_tokens} leaves no room for the prompt in "
-                f"context_limit={self.context_limit}"
-            )
-
-    def _check_float(self, name: str, low: float, high: float | None = None, low_open: bool = False) -> None:
-        value = getattr(self, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ConfigError(f"SearchConfig.{name}: must be a finite number, got {value!r}")
-        if value < low or (low_open and value == low) or (high is not None and value > high):
-            bound = f"> {low}" if low_open else f">= {low}"
-            upper = f" and <= {high}" if high is not None else ""
-            raise ConfigError(f"SearchConfig.{name}: must be {bound}{upper}, got {value!r}")
+    @field_validator("max_tokens")
+    @classmethod
+    def _room_for_the_prompt(cls, value: int, info: ValidationInfo) -> int:
+        limit = info.data.get("context_limit")
+        if limit is not None and value >= limit:
+            raise ValueError(f"{value} leaves no room for the prompt in context_limit={limit}")
+        return value
 
     def replace(self, **changes: Any) -> "SearchConfig":
-        unknown = set(changes) - {f.name for f in fields(self)}
+        """A copy with ``changes`` applied, validated again (an unknown field is an error)."""
+        unknown = set(changes) - set(type(self).model_fields)
         if unknown:
             raise ConfigError(f"SearchConfig: unknown field(s) {sorted(unknown)}")
-        return replace(self, **changes)
+        return type(self)(**{**dict(self), **changes})
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        for name in ("mode", "decision", "prior_rule", "backup_rule"):
-            out[name] = getattr(self, name).value
-        return out
+        """Every field, enums as their values (what ``result.json`` records)."""
+        return self.model_dump(mode="json")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SearchConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """The config a ``to_dict`` recorded; keys this version does not know are ignored."""
+        return cls(**{k: v for k, v in data.items() if k in cls.model_fields})
 
     @property
     def wants_logprobs(self) -> bool:

@@ -17,9 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.config import SandboxConfig
 from search.config import BackupRule, ConfigError, Decision, Mode, PriorRule, SearchConfig
 
-__all__ = ["PROFILES", "DEFAULT_PROFILE", "Setting", "describe_profile", "resolve_profile"]
+__all__ = ["PROFILES", "DEFAULT_PROFILE", "Setting", "describe_profile", "profile_values", "resolve_profile"]
 
 DEFAULT_PROFILE = "paper"
 
@@ -37,19 +38,42 @@ PAPER = "paper"
 REF = "reference code"
 OURS = "ours"
 
-# One line per setting, with its source. The tree modes share most of them.
-_TREE_COMMON: dict[str, Setting] = {
-    "expansions": Setting(3, PAPER, "K = 3 children per expansion, in collection and inference"),
-    "max_depth": Setting(10, PAPER, "depth limit 10; a node is terminal when depth > 10 (reference code)"),
+# One line per setting, with its source. Every field of ``SearchConfig`` is here for every mode.
+_EVERY_MODE: dict[str, Setting] = {
     "top_p": Setting(0.95, PAPER, "sampling top_p 0.95"),
+    "max_tokens": Setting(1024, OURS, "the paper does not fix the reply length"),
+    "context_limit": Setting(16384, OURS, "prompt budget in tokens: a node whose history plus max_tokens passes "
+                                          "it is terminal"),
+    "chars_per_token": Setting(3.5, OURS, "token estimate when the policy has no tokenizer count"),
+    "max_consecutive_errors": Setting(3, OURS, "a branch of erroring cells ends after 3 in a row"),
+    "cell_timeout": Setting(SandboxConfig.timeout_s, OURS, "per-cell wall clock: the sandbox's own default "
+                                                          "(sandbox.SandboxConfig.timeout_s)"),
+    "partial_credit": Setting(False, PAPER, "answers are rewarded +1 / -1 against the label"),
+    "logprob_prior": Setting(True, REF, "priors from the replies' token log-probs (used when c_puct > 0)"),
     "prior_rule": Setting(PriorRule.EXP, REF, "prior = exp(mean token log-prob), not normalised over siblings"),
     "backup_rule": Setting(BackupRule.EXPANSION, REF, "one zero back-up per expansion from the expanded node"),
+    "malformed_terminal": Setting(False, REF, "a malformed reply is scored -1 but stays expandable"),
+    "vote_runs": Setting(5, OURS, "independent paths in vote mode"),
+    "max_concurrent_cells": Setting(4, OURS, "threads running cells at once"),
+    "max_trees_in_flight": Setting(16, OURS, "trees the batched driver advances together"),
+}
+
+_TREE_COMMON: dict[str, Setting] = {
+    **_EVERY_MODE,
+    "expansions": Setting(3, PAPER, "K = 3 children per expansion, in collection and inference"),
+    "max_depth": Setting(10, PAPER, "depth limit 10; a node is terminal when depth > 10 (reference code)"),
     "drop_duplicates": Setting(False, REF, "identical sibling replies stay separate children: a step the "
                                            "policy samples twice is explored twice (folding them into one node "
                                            "cost 12-45 points of accuracy in benchmarks/quality)"),
-    "max_tokens": Setting(1024, OURS, "the paper does not fix the reply length"),
-    "max_consecutive_errors": Setting(3, OURS, "a branch of erroring cells ends after 3 in a row"),
-    "cell_timeout": Setting(180.0, OURS, "per-cell wall clock (ARCHITECTURE.md)"),
+}
+
+_PATH_COMMON: dict[str, Setting] = {
+    **_EVERY_MODE,
+    "iterations": Setting(25, OURS, "at most 25 turns per path"),
+    "max_depth": Setting(25, OURS, "one path of at most 25 steps"),
+    "expansions": Setting(1, OURS, "one reply per step"),
+    "c_puct": Setting(0.0, OURS, "no tree, so no exploration term"),
+    "drop_duplicates": Setting(False, OURS, "paths are independent"),
 }
 
 _PAPER_PROFILE: dict[Mode, dict[str, Setting]] = {
@@ -60,7 +84,6 @@ _PAPER_PROFILE: dict[Mode, dict[str, Setting]] = {
                                       "the exploration term costs 77.82 -> 68.87 for 7B)"),
         "temperature": Setting(0.7, OURS, "sampling temperature at inference (not fixed by the paper)"),
         "decision": Setting(Decision.VOTE, PAPER, "the answer is the majority vote over the candidates"),
-        "malformed_terminal": Setting(False, REF, "a malformed reply is scored -1 but stays expandable"),
     },
     Mode.COLLECT: {
         **_TREE_COMMON,
@@ -71,21 +94,15 @@ _PAPER_PROFILE: dict[Mode, dict[str, Setting]] = {
         "malformed_terminal": Setting(True, REF, "a malformed reply ends its branch with reward -1"),
     },
     Mode.REACT: {
-        "iterations": Setting(25, OURS, "ReAct baseline: at most 25 turns"),
-        "max_depth": Setting(25, OURS, "one path of at most 25 steps"),
+        **_PATH_COMMON,
         "temperature": Setting(0.2, OURS, "near-greedy single rollout"),
-        "expansions": Setting(1, OURS, "one reply per step"),
         "vote_runs": Setting(1, OURS, "one path"),
-        "drop_duplicates": Setting(False, OURS, "paths are independent"),
         "decision": Setting(Decision.VOTE, OURS, "the path's answer"),
     },
     Mode.VOTE: {
-        "iterations": Setting(25, OURS, "each path at most 25 turns"),
-        "max_depth": Setting(25, OURS, "each path at most 25 steps"),
+        **_PATH_COMMON,
         "temperature": Setting(0.7, OURS, "diverse independent paths"),
-        "expansions": Setting(1, OURS, "one reply per step and path"),
         "vote_runs": Setting(5, OURS, "5 independent ReAct runs (raise it for equal-token comparisons)"),
-        "drop_duplicates": Setting(False, OURS, "paths are independent"),
         "decision": Setting(Decision.VOTE, PAPER, "majority vote (the paper's baseline)"),
     },
 }
@@ -101,7 +118,7 @@ PROFILES = ("paper", "v0.1")
 
 
 def describe_profile(name: str, mode: Mode | str) -> dict[str, Setting]:
-    """Every setting the profile fixes for ``mode`` (the other fields keep ``SearchConfig``'s defaults)."""
+    """Every setting of the profile for ``mode``, with its source (every ``SearchConfig`` field but ``mode``)."""
     mode = Mode(mode)
     if name not in PROFILES:
         raise ConfigError(f"profile: {name!r} is not one of {list(PROFILES)}")
@@ -113,10 +130,15 @@ def describe_profile(name: str, mode: Mode | str) -> dict[str, Setting]:
     return settings
 
 
+def profile_values(name: str, mode: Mode | str) -> dict[str, Any]:
+    """The profile's value of every setting for ``mode`` (what ``SearchConfig`` fills unset fields from)."""
+    return {key: s.value for key, s in describe_profile(name, mode).items()}
+
+
 def resolve_profile(name: str, mode: Mode | str, **overrides: Any) -> SearchConfig:
     """The ``SearchConfig`` of profile ``name`` for ``mode``, with ``overrides`` (None values ignored) on top."""
     mode = Mode(mode)
-    values: dict[str, Any] = {key: s.value for key, s in describe_profile(name, mode).items()}
+    values = profile_values(name, mode)
     values.update({k: v for k, v in overrides.items() if v is not None})
     values["mode"] = mode
     return SearchConfig(**values)

@@ -21,7 +21,6 @@ the next step; its partial tree is kept. On shutdown every tree is stopped and i
 from __future__ import annotations
 
 import collections
-import dataclasses
 import importlib
 import logging
 import shutil
@@ -181,7 +180,7 @@ class Scheduler:
         if self.ray_address is None:
             # The iteration budget is enforced per job through the stop hook, so jobs that differ only in it
             # share a lane (and its model calls); the driver's own budget is out of the way.
-            lane_config = dataclasses.replace(spec.config, iterations=_LANE_ITERATIONS)
+            lane_config = spec.config.replace(iterations=_LANE_ITERATIONS)
         key = (lane_config, spec.seed)
         with self._cond:
             if self._closing:
