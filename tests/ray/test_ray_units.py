@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from search import Mode, SearchConfig, Tree
-from search.collect import COLLECT_DEFAULTS, build_config, estimate_cost, main
+from search.collection import build_config, collect_parser, estimate_cost, main
+from search.profiles import resolve_profile
 from search.ray_driver import RayResources, absolute_spec, plan_workers, policy_is_shared
 from search.ray_failures import classify_failure
 from search.ray_manifest import (
@@ -120,11 +121,13 @@ def test_cost_estimate():
 
 
 def test_collect_defaults_are_the_papers():
-    from search.collect import _parser
-
-    config = build_config(_parser().parse_args(["--tasks", "t.jsonl", "--out", "o"]))
-    assert config.mode is Mode.COLLECT
-    assert {k: getattr(config, k) for k in COLLECT_DEFAULTS} == COLLECT_DEFAULTS
+    config = build_config(collect_parser().parse_args(["--tasks", "t.jsonl", "--out", "o"]))
+    assert config == resolve_profile("paper", Mode.COLLECT)
+    assert (config.iterations, config.max_depth, config.expansions, config.temperature, config.top_p,
+            config.c_puct, config.partial_credit) == (50, 10, 3, 1.0, 0.95, 1.25, False)
+    flags = build_config(collect_parser().parse_args(["-k", "2", "--c-puct", "0.5", "--partial-credit",
+                                                      "--trees-per-worker", "4"]))
+    assert (flags.expansions, flags.c_puct, flags.partial_credit, flags.max_trees_in_flight) == (2, 0.5, True, 4)
 
 
 def test_collect_dry_run_and_errors(tmp_path, capsys, task_files_local):
