@@ -38,6 +38,7 @@ from urllib3.util.retry import Retry
 
 from jupiter import __version__
 from jupiter.hosts import is_loopback
+from search.settings import JobSettings
 
 __all__ = [
     "Client",
@@ -54,9 +55,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: the ``settings`` keys the server accepts (anything else is refused here, naming the key)
-SETTINGS_KEYS = frozenset({"mode", "iterations", "expansions", "c_puct", "temperature", "top_p",
-                           "max_tokens", "max_depth", "decision", "seed"})
+#: the ``settings`` keys the server accepts: ``search.settings.JobSettings``' fields (anything else is refused
+#: here, naming the key; the server checks the values)
+SETTINGS_KEYS = frozenset(JobSettings.model_fields)
 #: the output files a finished job offers for download
 DOWNLOADS = ("tree.json", "solution.ipynb", "tree.html")
 #: methods resent once when the kept-alive connection they went out on turns out closed by the server

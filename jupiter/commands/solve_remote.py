@@ -4,7 +4,8 @@ The task and its data files go up through ``jupiter.client``; progress comes bac
 (a poll of the job takes over if the stream breaks); the outputs land in ``--out`` with the names a local solve
 writes: result.json (the server's result dict), tree.json, solution.ipynb, tree.html. The policy and the value
 model are the server's, so ``--llm``, ``--value-model``, ``--profile`` (the server's ``--profile`` applies),
-``--cell-timeout``, ``--vote-runs`` and ``--ray`` are refused here.
+``--ray`` and the settings a server decides for its jobs (``search.settings.LocalSettings`` beyond
+``JobSettings``: ``--cell-timeout``) are refused here.
 """
 
 from __future__ import annotations
@@ -18,41 +19,30 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jupiter.commands.search_args import settings_from_args
 from jupiter.task import TaskError, load_task_file
+from search.profiles import DEFAULT_PROFILE
+from search.settings import FIELD_FLAGS, JobSettings, LocalSettings
 
 __all__ = ["run_remote", "remote_settings"]
 
 log = logging.getLogger(__name__)
 
-#: argparse dest → server settings key (only values the user gave are sent; the server has the defaults)
-_SETTINGS = {"mode": "mode", "iterations": "iterations", "expansions": "expansions", "c_puct": "c_puct",
-             "temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens", "max_depth": "max_depth",
-             "decision": "decision", "seed": "seed"}
-
-
 def remote_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``settings`` object for the server from the solve arguments (mode and seed always; others if given)."""
-    settings = {key: getattr(args, dest, None) for dest, key in _SETTINGS.items()}
-    return {k: v for k, v in settings.items() if v is not None}
-
-
-def _default_profile() -> str | None:
-    try:
-        from search.profiles import DEFAULT_PROFILE
-    except ImportError:  # a checkout without profiles
-        return None
-    return str(DEFAULT_PROFILE)
+    """The ``settings`` object for the server from the solve arguments: the ``JobSettings`` given (mode and seed
+    always; the others only if given: the server's profile decides the rest)."""
+    given = settings_from_args(args).model_dump(mode="json", exclude_none=True)
+    return {name: value for name, value in given.items() if name in JobSettings.model_fields}
 
 
 def _refuse_local_only(args: argparse.Namespace) -> None:
-    profile = getattr(args, "profile", None)
-    given = [flag for flag, bad in (("--llm", getattr(args, "llm", "default") != "default"),
-                                    ("--value-model", getattr(args, "value_model", None) is not None),
-                                    ("--cell-timeout", getattr(args, "cell_timeout", None) is not None),
-                                    ("--vote-runs", getattr(args, "vote_runs", None) is not None),
-                                    ("--profile", profile is not None and profile != _default_profile()),
-                                    ("--ray", bool(getattr(args, "ray", False))))
-             if bad]
+    server_decides = [FIELD_FLAGS[name] for name in LocalSettings.model_fields
+                      if name not in JobSettings.model_fields and getattr(args, name) is not None]
+    given = [flag for flag, bad in (("--llm", args.llm != "default"),
+                                    ("--value-model", args.value_model is not None),
+                                    ("--profile", args.profile != DEFAULT_PROFILE),
+                                    ("--ray", args.ray))
+             if bad] + server_decides
     if given:
         raise TaskError(f"{', '.join(given)}: chosen by the server (jupiter serve), not with --server; "
                         "drop them or solve locally")
@@ -60,9 +50,9 @@ def _refuse_local_only(args: argparse.Namespace) -> None:
 
 def _task_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[Path], str]:
     """The task record as sent (``--setup`` folded in), its data files resolved locally, and its id."""
-    task = load_task_file(args.task, data_dir=getattr(args, "data_dir", None))  # TaskError names the problem
+    task = load_task_file(args.task, data_dir=args.data_dir)  # TaskError names the problem
     record = json.loads(Path(args.task).read_text(encoding="utf-8"))
-    setup = getattr(args, "setup", None)
+    setup = args.setup
     if setup is not None:
         try:
             code = Path(setup).read_text(encoding="utf-8")
@@ -115,13 +105,13 @@ def run_remote(args: argparse.Namespace) -> int:
     record, files, task_id = _task_dict(args)
     out = _out_dir(args, task_id)
     # as a local solve: a bad --out fails before the job is sent, not after the server has searched
-    folder = check_run_folder(out, force=getattr(args, "force", False))
+    folder = check_run_folder(out, force=args.force)
     if folder.state is RunFolderState.INTERRUPTED:
         previous = move_previous_run(out)
         print(f"jupiter: {out} holds an interrupted run; starting over, its files are kept in {previous}",
               file=sys.stderr)
     try:
-        with Client(args.server, token=getattr(args, "token", None)) as client:
+        with Client(args.server, token=args.token) as client:
             job_id = client.submit(record, files, remote_settings(args))
             print(f"submitted {task_id} as job {job_id} to {args.server}", file=sys.stderr)
             job = _follow(client, job_id, args.iterations, show=not args.no_progress)
@@ -134,7 +124,7 @@ def run_remote(args: argparse.Namespace) -> int:
                 for name in ("tree.json", "solution.ipynb", "tree.html"):
                     client.download(job_id, name, out / name)
     except ClientError as exc:
-        hint = " (the server needs --token)" if exc.status == 401 and not getattr(args, "token", None) else ""
+        hint = " (the server needs --token)" if exc.status == 401 and not args.token else ""
         print(f"jupiter: error: {exc}{hint}", file=sys.stderr)
         return 2
     if status is not JobStatus.DONE:

@@ -10,7 +10,7 @@ One policy and one batched driver serve every job (``scheduler``); jobs, progres
 
 from jupiter.serve.app import ServerState, create_app
 from jupiter.serve.config import ServeConfig, ServeConfigError, is_loopback
-from jupiter.serve.jobs import SETTINGS, SubmissionError
+from jupiter.serve.jobs import SubmissionError
 from jupiter.serve.store import JobRecord, JobStatus, JobStore
 
 __all__ = [
@@ -19,7 +19,6 @@ __all__ = [
     "ServeConfig",
     "ServeConfigError",
     "is_loopback",
-    "SETTINGS",
     "SubmissionError",
     "JobRecord",
     "JobStatus",

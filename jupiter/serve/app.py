@@ -50,6 +50,7 @@ from jupiter.serve.metrics import MetricsSnapshot, render_metrics
 from jupiter.serve.scheduler import Scheduler
 from jupiter.serve.store import JobRecord, JobStatus, JobStore
 from jupiter.serve.timing import ServerTiming
+from search.settings import JobSettings
 
 __all__ = ["create_app", "ServerState", "load_value", "warm_up"]
 
@@ -256,6 +257,7 @@ def create_app(config: ServeConfig, policy: Any = None, value: Any = None,
                   description="Tree search over notebook states, as a service. Submit a task, follow its tree, "
                               "download the notebook.")
     _routes(app)
+    _document_settings(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")
 
     @app.exception_handler(StarletteHTTPException)
@@ -303,12 +305,30 @@ _SUBMIT_DOC = {
                 "task": {"type": "string", "description": "the task JSON (our layout, NbQA or DABench record)"},
                 "files": {"type": "array", "items": {"type": "string", "format": "binary"},
                           "description": "data files the task names (plain file names)"},
-                "settings": {"type": "string", "description": "JSON object: mode, iterations, expansions, c_puct, "
-                                                              "temperature, top_p, max_tokens, max_depth, "
-                                                              "decision, seed"},
+                "settings": {"type": "string", "contentMediaType": "application/json",
+                             "contentSchema": {"$ref": "#/components/schemas/JobSettings"},
+                             "description": "the job's search settings, a JSON object (JobSettings); a setting "
+                                            "left out takes the server profile's value for the mode"},
             }}}},
     },
 }
+
+
+def _document_settings(app: FastAPI) -> None:
+    """Put ``JobSettings``' own JSON schema on the OpenAPI page, where the ``settings`` field refers to it: the
+    page documents the model the server validates with, not a copy of it."""
+    base = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = base()
+            settings = JobSettings.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(settings.pop("$defs", {}))
+            components["JobSettings"] = settings
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _routes(app: FastAPI) -> None:

@@ -15,24 +15,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from jupiter.task import Task, TaskError, task_from_record
+from search.config import ConfigError, SearchConfig
+from search.settings import JobSettings, parse_job_settings, resolve_settings
 
-__all__ = ["SubmissionError", "JobSpec", "SETTINGS", "parse_settings", "check_file_name", "load_job_task",
+__all__ = ["SubmissionError", "JobSpec", "parse_settings", "check_file_name", "load_job_task",
            "search_config", "JOB_ID_PATTERN", "job_paths", "JobPaths", "as_job_task", "effective_settings",
            "parse_task_json"]
-
-#: per-job settings a client may send, with their JSON types
-SETTINGS: dict[str, tuple[type, ...]] = {
-    "mode": (str,),
-    "iterations": (int,),
-    "expansions": (int,),
-    "c_puct": (int, float),
-    "temperature": (int, float),
-    "top_p": (int, float),
-    "max_tokens": (int,),
-    "max_depth": (int,),
-    "decision": (str,),
-    "seed": (int,),
-}
 
 JOB_ID_PATTERN = re.compile(r"^[0-9a-f]{32}$")
 
@@ -79,13 +67,14 @@ class JobSpec:
     job_id: str
     task: Task
     task_id: str
-    config: Any  # search.SearchConfig
+    config: SearchConfig
     seed: int
     paths: JobPaths
 
 
 def parse_settings(text: str | None) -> dict[str, Any]:
-    """The ``settings`` form field → a dict of known settings (unknown keys and wrong types refused)."""
+    """The ``settings`` form field (a ``search.settings.JobSettings`` as JSON) → the settings given, as a dict
+    (unknown keys, wrong types and values out of range refused; null means not given)."""
     if text is None or not text.strip():
         return {}
     try:
@@ -94,22 +83,16 @@ def parse_settings(text: str | None) -> dict[str, Any]:
         raise SubmissionError(f"settings: not valid JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(raw, dict):
         raise SubmissionError(f"settings: must be a JSON object, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(SETTINGS))
-    if unknown:
-        raise SubmissionError(f"settings: unknown setting(s) {', '.join(unknown)}; "
-                              f"known: {', '.join(SETTINGS)}")
-    for key, value in raw.items():
-        types = SETTINGS[key]
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, types):
-            names = " or ".join("number" if t is float else t.__name__ for t in types)
-            raise SubmissionError(f"settings.{key}: must be {names}, got {json.dumps(value)}")
-    return {k: v for k, v in raw.items() if v is not None}
+    try:
+        settings = parse_job_settings(raw)
+    except ConfigError as exc:
+        raise SubmissionError(str(exc)) from None
+    return settings.model_dump(mode="json", exclude_unset=True, exclude_none=True)
 
 
-def search_config(settings: Mapping[str, Any], profile: str, max_trees: int, cell_timeout: float | None) -> Any:
-    """The job's ``SearchConfig``: the profile's settings for its mode with the job's overrides on top.
+def search_config(settings: Mapping[str, Any], profile: str, max_trees: int, cell_timeout: float | None) -> SearchConfig:
+    """The job's ``SearchConfig``: the profile's settings for its mode with the job's settings on top, and the
+    server's trees in flight and cell time limit (None: the profile's).
 
     Memoised on the settings' JSON (``SearchConfig`` is frozen, so sharing one is safe): most jobs send the
     same few settings, and resolving a profile is a fifth of a submit's CPU time on the event loop."""
@@ -121,55 +104,24 @@ def search_config(settings: Mapping[str, Any], profile: str, max_trees: int, cel
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_search_config(settings_json: str, profile: str, max_trees: int, cell_timeout: float | None) -> Any:
+def _cached_search_config(settings_json: str, profile: str, max_trees: int, cell_timeout: float | None) -> SearchConfig:
     return _search_config(json.loads(settings_json), profile, max_trees, cell_timeout)
 
 
-def _search_config(settings: Mapping[str, Any], profile: str, max_trees: int, cell_timeout: float | None) -> Any:
-    from search.config import ConfigError, Mode
-
+def _search_config(settings: Mapping[str, Any], profile: str, max_trees: int,
+                   cell_timeout: float | None) -> SearchConfig:
     try:
-        from search.profiles import resolve_profile
-    except ImportError:  # an older checkout without profiles
-        resolve_profile = None
-    mode_name = settings.get("mode", "infer")
-    try:
-        mode = Mode(mode_name)
-    except ValueError:
-        raise SubmissionError(f"settings.mode: {mode_name!r} is not one of "
-                              f"{', '.join(m.value for m in Mode)}") from None
-    overrides = {k: v for k, v in settings.items() if k not in ("mode", "seed")}
-    if "decision" in overrides:
-        from search.config import Decision
-
-        try:
-            overrides["decision"] = Decision(overrides["decision"])
-        except ValueError:
-            raise SubmissionError(f"settings.decision: {overrides['decision']!r} is not one of "
-                                  f"{', '.join(d.value for d in Decision)}") from None
-    overrides.update(max_trees_in_flight=max_trees, cell_timeout=cell_timeout)
-    try:
-        if resolve_profile is not None:
-            return resolve_profile(profile, mode, **overrides)
-        from search import config_for_mode
-
-        return config_for_mode(mode, **overrides)
-    except ConfigError as exc:
-        raise SubmissionError(f"settings: {exc}") from None
-    except TypeError as exc:  # a setting this mode's config does not take
-        raise SubmissionError(f"settings: {exc}") from None
+        return resolve_settings(parse_job_settings(settings), profile, max_trees_in_flight=max_trees,
+                                cell_timeout=cell_timeout)
+    except ConfigError as exc:  # a setting out of range, or settings that do not fit together
+        message = str(exc).replace("SearchConfig.", "settings.")
+        raise SubmissionError(message if message.startswith("settings") else f"settings: {message}") from None
 
 
-def effective_settings(config: Any, requested: Mapping[str, Any]) -> dict[str, Any]:
+def effective_settings(config: SearchConfig, requested: Mapping[str, Any]) -> dict[str, Any]:
     """Every per-job setting as the search will use it (what the job reports and what a restart rebuilds)."""
-    out: dict[str, Any] = {}
-    for key in SETTINGS:
-        if key == "seed":
-            out[key] = int(requested.get("seed", 0))
-            continue
-        value = getattr(config, key)
-        out[key] = getattr(value, "value", value)
-    return out
+    used = config.to_dict()
+    return {key: int(requested.get("seed") or 0) if key == "seed" else used[key] for key in JobSettings.model_fields}
 
 
 def check_file_name(name: str | None) -> str:

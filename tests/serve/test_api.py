@@ -12,6 +12,7 @@ import sys
 import pytest
 import requests
 
+from search.settings import JobSettings
 from serve_helpers import REPO, TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, write_replay
 
 
@@ -44,8 +45,7 @@ def test_submit_streams_nodes_and_finishes_with_the_right_answer(server):
     assert job["question"].startswith("Calculate the mean fare")
     assert job["result"]["answer"] == "@mean_fare[34.65]" and job["result"]["task_id"] == job["task_id"]
     assert job["settings"]["iterations"] == 6 and job["settings"]["mode"] == "infer"
-    assert set(job["settings"]) == {"mode", "iterations", "expansions", "c_puct", "temperature", "top_p",
-                                    "max_tokens", "max_depth", "decision", "seed"}
+    assert set(job["settings"]) == set(JobSettings.model_fields)  # every setting, as the search used it
     assert job["progress"]["nodes"] == len(nodes) and job["progress"]["answers"] >= 1
     assert job["created"] <= job["started"] <= job["finished"]
 
@@ -81,7 +81,11 @@ def test_health_docs_and_unknown_ids(server):
     health = server.get("/healthz").json()
     assert health["status"] == "ok" and health["policy"].startswith("replay:")
     assert {"version", "queued", "running"} <= set(health) and health["driver"] == "thread"
-    assert server.get("/openapi.json").json()["paths"]["/v1/tasks"]["post"]
+    openapi = server.get("/openapi.json").json()
+    settings_field = openapi["paths"]["/v1/tasks"]["post"]["requestBody"]["content"]["multipart/form-data"][
+        "schema"]["properties"]["settings"]
+    documented = openapi["components"]["schemas"][settings_field["contentSchema"]["$ref"].rsplit("/", 1)[-1]]
+    assert set(documented["properties"]) == set(JobSettings.model_fields) and not documented["additionalProperties"]
     assert server.get("/").status_code == 200
     assert "status" in server.get("/v1/tasks", params={"status": "bogus"}).json()["error"]
     assert server.get("/v1/tasks", params={"limit": 0}).status_code == 400
