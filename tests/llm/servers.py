@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,8 +29,9 @@ from typing import Callable, Iterator
 import pytest
 import requests
 
+from tests.ports import free_port
+
 __all__ = [
-    "free_port",
     "ScriptedOpenAI",
     "scripted_openai",
     "GEMMA_CHAT_TEMPLATE",
@@ -41,13 +41,6 @@ __all__ = [
 ]
 
 SERVED_MODEL_NAME = "tiny-gemma"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # ------------------------------------------------------------------------------------ scripted server

@@ -6,10 +6,7 @@ from jupiter.llm import PolicyConnectionError, PolicyResponseError, SamplingPara
 from jupiter.llm.openai_http import HttpConfig, HttpPolicy
 from jupiter.prompts import render_prompt
 
-try:
-    from tests.llm.servers import free_port
-except ImportError:  # conftest put the repository root on sys.path
-    from servers import free_port  # type: ignore[no-redef]
+from tests.ports import free_port
 
 
 def chat(text):

@@ -12,7 +12,8 @@ from jupiter.llm.openai_http import HttpConfig, HttpPolicy
 from jupiter.llm.retry import REFUSED_RETRY_S, Backoff, TransportFailure, connection_refused, send_with_retries
 from jupiter.llm.types import PolicyConnectionError, SamplingParams
 from nbqa_pipeline.llm_client import ChatClient, LLMConfig, LLMError
-from tests.llm.servers import ScriptedOpenAI, free_port, scripted_openai  # noqa: F401 - fixture
+from tests.llm.servers import ScriptedOpenAI, scripted_openai  # noqa: F401 - fixture
+from tests.ports import free_port
 
 
 def _post(server: ScriptedOpenAI):

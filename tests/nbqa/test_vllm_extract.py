@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import requests
 from nbqa_pipeline.extract import ExtractConfig, extract_notebook
 from nbqa_pipeline.filters import filter_notebook
 from nbqa_pipeline.llm_client import ChatClient, LLMConfig
+from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -28,12 +28,6 @@ TEMPLATE = (
     "{% else %}<start_of_turn>user\n{% endif %}{{ m['content'] }}<end_of_turn>\n{% endfor %}"
     "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +41,7 @@ def vllm_url(tmp_path_factory):
         pytest.skip(str(exc))
     tmp = tmp_path_factory.mktemp("vllm")
     (tmp / "chat.jinja").write_text(TEMPLATE)
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, VLLM_CPU_OMP_THREADS_BIND="0-1", VLLM_ENABLE_V1_MULTIPROCESSING="0")
     log = (tmp / "server.log").open("w")
     proc = subprocess.Popen(

@@ -8,7 +8,6 @@ turns ``TOTAL <sum> END`` into the right formatted answer, so every tree reaches
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 N_TASKS = 10
@@ -45,9 +44,3 @@ def write_replay(folder: Path, n: int = N_TASKS) -> Path:
     path = folder / "replay.json"
     path.write_text(json.dumps({"rules": rules, "default": ["Thought: nothing to add."]}))
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

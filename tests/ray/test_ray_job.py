@@ -17,7 +17,8 @@ import pytest
 from search.ray_manifest import Manifest, TaskStatus
 from search.ray_workdir import DEFAULT_EXCLUDES
 
-from ray_fixtures import free_port, write_replay, write_tasks
+from ray_fixtures import write_replay, write_tasks
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 psutil = pytest.importorskip("psutil")

@@ -1,5 +1,5 @@
-"""Fixtures of the server tests: ``start_server(*flags, token=None)`` starts a real ``jupiter serve`` on a free
-127.0.0.1 port (stopped by PID when the test or module ends)."""
+"""Fixtures of the server tests: ``start_server(*flags, token=None, db=None, data_root=None, port=0)`` starts a
+real ``jupiter serve`` on a free (or the given) 127.0.0.1 port, stopped by PID when the test or module ends."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from serve_helpers import Server  # noqa: E402
 
 def _factory(root: Path, servers: list[Server]) -> Callable[..., Server]:
     def start(*flags: str, token: str | None = None, db: Path | None = None, data_root: Path | None = None,
-              name: str = "server") -> Server:
+              port: int = 0, name: str = "server") -> Server:
         folder = root / f"{name}-{len(servers)}"
         folder.mkdir(parents=True, exist_ok=True)
         server = Server(list(flags), db=db or folder / "jobs.sqlite", data_root=data_root or folder / "jobs",
-                        log_path=folder / "server.log", token=token)
+                        log_path=folder / "server.log", token=token, port=port)
         servers.append(server)
         return server.start()
 

@@ -1,6 +1,7 @@
 """Start a real ``jupiter serve`` in a subprocess on a free 127.0.0.1 port, talk to it, stop it by PID.
 
-Used by the fixtures in ``conftest.py`` (and available to every test of this folder).
+The one server launcher of the tests: used by the fixtures in ``conftest.py`` (``start_server``,
+``start_module_server``), which stop every server they started.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +18,8 @@ from typing import Any, Iterator
 
 import requests
 
+from tests.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "jupiter" / "examples"
 TITANIC_TASK = EXAMPLES / "titanic_mean_fare.json"
@@ -25,15 +27,12 @@ TITANIC_DATA = EXAMPLES / "data" / "test_ave.csv"
 TITANIC_REPLAY = EXAMPLES / "titanic_mean_fare.replay.json"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @dataclass
 class Server:
-    """One server process: ``url``, ``token``, its db and data root; ``stop()`` ends it (SIGTERM, then KILL)."""
+    """One server process: ``url``, ``token``, its db and data root; ``stop()`` ends it (SIGTERM, then KILL).
+
+    ``port`` 0 takes a free port; a given port is kept (a restarted server where the clients expect it).
+    """
 
     args: list[str]
     db: Path
@@ -52,7 +51,7 @@ class Server:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def start(self, timeout: float = 60.0) -> "Server":
-        self.port = free_port()
+        self.port = self.port or free_port()
         cmd = [sys.executable, "-m", "jupiter.cli", "serve", "--port", str(self.port), "--db", str(self.db),
                "--data-root", str(self.data_root), *self.args]
         if self.token:

@@ -18,7 +18,7 @@ import pytest
 
 from tests.headless_chrome import headless_chrome, skip_without_chromium
 
-from benchmarks.perf.serve_load import EXAMPLE_DATA, EXAMPLE_TASK, ServerProcess, start_server
+from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, Server
 
 skip_without_chromium()
 pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the dev extra)")
@@ -33,10 +33,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_server(tmp_path_factory.mktemp("serve-web") / "jobs.sqlite")
-    yield proc
-    proc.stop()
+def server(start_module_server) -> Server:
+    return start_module_server("--llm", f"replay:{TITANIC_REPLAY}")
 
 
 @pytest.fixture()
@@ -58,15 +56,15 @@ def _fill(driver, element_id: str, text: str) -> None:
     element.send_keys(text)
 
 
-def test_submit_watch_the_tree_and_read_the_answer(server: ServerProcess, browser, tmp_path: Path) -> None:
-    task = json.loads(EXAMPLE_TASK.read_text())
+def test_submit_watch_the_tree_and_read_the_answer(server: Server, browser, tmp_path: Path) -> None:
+    task = json.loads(TITANIC_TASK.read_text())
     browser.get(server.url + "/")
     assert browser.title == "Jupiter"
     _fill(browser, "question", task["question"])
     _fill(browser, "constraints", task["constraints"])
     _fill(browser, "format", task["format"])
     _fill(browser, "label", task["label"])
-    browser.find_element(By.ID, "files").send_keys(str((EXAMPLE_DATA / "test_ave.csv").resolve()))
+    browser.find_element(By.ID, "files").send_keys(str(TITANIC_DATA.resolve()))
     browser.find_element(By.CSS_SELECTOR, "#settings summary").click()  # open the settings and set one
     _fill(browser, "s-seed", "0")
     browser.find_element(By.ID, "submit").click()
@@ -124,13 +122,13 @@ def test_submit_watch_the_tree_and_read_the_answer(server: ServerProcess, browse
           message="the finished job's tree was not replayed")
 
 
-def test_model_and_user_text_is_shown_as_text_never_as_markup(server: ServerProcess, browser) -> None:
+def test_model_and_user_text_is_shown_as_text_never_as_markup(server: Server, browser) -> None:
     browser.get(server.url + "/")
     browser.find_element(By.ID, "kind-json").click()
-    task = json.loads(EXAMPLE_TASK.read_text())
+    task = json.loads(TITANIC_TASK.read_text())
     task["question"] = 'Mean fare? <img src=x onerror="window.__pwned=1"><b>bold</b>'
     _fill(browser, "task-json", json.dumps(task))
-    browser.find_element(By.ID, "files").send_keys(str((EXAMPLE_DATA / "test_ave.csv").resolve()))
+    browser.find_element(By.ID, "files").send_keys(str(TITANIC_DATA.resolve()))
     browser.find_element(By.CSS_SELECTOR, "#settings summary").click()
     _fill(browser, "s-iterations", "2")
     browser.find_element(By.ID, "submit").click()
@@ -140,12 +138,12 @@ def test_model_and_user_text_is_shown_as_text_never_as_markup(server: ServerProc
     assert not browser.find_elements(By.CSS_SELECTOR, "#job-question img, #jobs img, #job-question b")
 
 
-def test_cancel_button_ends_the_job(server: ServerProcess, browser) -> None:
+def test_cancel_button_ends_the_job(server: Server, browser) -> None:
     browser.get(server.url + "/")
-    task = json.loads(EXAMPLE_TASK.read_text())
+    task = json.loads(TITANIC_TASK.read_text())
     for field in ("question", "constraints", "format"):
         _fill(browser, field, task[field])
-    browser.find_element(By.ID, "files").send_keys(str((EXAMPLE_DATA / "test_ave.csv").resolve()))
+    browser.find_element(By.ID, "files").send_keys(str(TITANIC_DATA.resolve()))
     browser.find_element(By.CSS_SELECTOR, "#settings summary").click()
     _fill(browser, "s-iterations", "500")
     _fill(browser, "s-seed", "7")
@@ -158,7 +156,7 @@ def test_cancel_button_ends_the_job(server: ServerProcess, browser) -> None:
     assert cancel.get_attribute("disabled")
 
 
-def test_bad_input_shows_the_servers_error(server: ServerProcess, browser) -> None:
+def test_bad_input_shows_the_servers_error(server: Server, browser) -> None:
     browser.get(server.url + "/")
     _fill(browser, "question", "What is the mean of column x?")
     browser.find_element(By.ID, "kind-json").click()
@@ -168,59 +166,54 @@ def test_bad_input_shows_the_servers_error(server: ServerProcess, browser) -> No
     assert "400" in message and "absent.csv" in message
 
 
-def test_a_token_server_asks_for_the_token_and_keeps_it(tmp_path: Path, browser) -> None:
-    server = start_server(tmp_path / "jobs.sqlite", token=TOKEN)
-    try:
-        browser.get(server.url + "/")
-        _wait(browser, lambda d: d.find_element(By.ID, "token-overlay").is_displayed(),
-              message="the page did not ask for the token")
-        _fill(browser, "token", TOKEN)
-        browser.find_element(By.ID, "token-save").click()
-        _wait(browser, lambda d: not d.find_element(By.ID, "token-overlay").is_displayed())
-        assert browser.execute_script("return sessionStorage.getItem('jupiter.token')") == TOKEN
-        browser.find_element(By.ID, "files").send_keys(str((EXAMPLE_DATA / "test_ave.csv").resolve()))
-        task = json.loads(EXAMPLE_TASK.read_text())
-        for field in ("question", "constraints", "format"):
-            _fill(browser, field, task[field])
-        browser.find_element(By.ID, "submit").click()
-        # the tree needs the event stream, which carries the token as ?token=
-        _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree circle.node")) >= 3)
-        _wait(browser, lambda d: d.find_element(By.ID, "job-answer").text == ANSWER)
-        assert not browser.find_element(By.ID, "token-overlay").is_displayed()
-    finally:
-        server.stop()
+def test_a_token_server_asks_for_the_token_and_keeps_it(start_server, browser) -> None:
+    server = start_server("--llm", f"replay:{TITANIC_REPLAY}", token=TOKEN)
+    browser.get(server.url + "/")
+    _wait(browser, lambda d: d.find_element(By.ID, "token-overlay").is_displayed(),
+          message="the page did not ask for the token")
+    _fill(browser, "token", TOKEN)
+    browser.find_element(By.ID, "token-save").click()
+    _wait(browser, lambda d: not d.find_element(By.ID, "token-overlay").is_displayed())
+    assert browser.execute_script("return sessionStorage.getItem('jupiter.token')") == TOKEN
+    browser.find_element(By.ID, "files").send_keys(str(TITANIC_DATA.resolve()))
+    task = json.loads(TITANIC_TASK.read_text())
+    for field in ("question", "constraints", "format"):
+        _fill(browser, field, task[field])
+    browser.find_element(By.ID, "submit").click()
+    # the tree needs the event stream, which carries the token as ?token=
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree circle.node")) >= 3)
+    _wait(browser, lambda d: d.find_element(By.ID, "job-answer").text == ANSWER)
+    assert not browser.find_element(By.ID, "token-overlay").is_displayed()
 
 
 SLOW_STEP = "Thought: wait a little.\nAction:\n```python\nimport time\ntime.sleep(0.7)\nprint('slept', {i})\n```"
 
 
 @pytest.mark.slow
-def test_the_page_follows_a_job_through_a_server_crash_and_restart(tmp_path: Path, browser) -> None:
+def test_the_page_follows_a_job_through_a_server_crash_and_restart(start_server, tmp_path: Path,
+                                                                   browser) -> None:
     """kill -9 of the server mid-job: the page's stream reconnects to the restarted server, redraws the re-run
     tree from the root and ends with the job done."""
     replay = tmp_path / "slow.replay.json"
     replay.write_text(json.dumps({"rules": [], "default": [SLOW_STEP.format(i=i) for i in range(3)]}))
-    db = tmp_path / "jobs.sqlite"
-    server = start_server(db, llm=f"replay:{replay}")
-    try:
-        browser.get(server.url + "/")
-        for field in ("question", "format"):
-            _fill(browser, field, "wait")
-        browser.find_element(By.CSS_SELECTOR, "#settings summary").click()
-        _fill(browser, "s-iterations", "6")
-        _fill(browser, "s-expansions", "1")
-        browser.find_element(By.ID, "submit").click()
-        _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree circle.node")) >= 3)
-        assert browser.find_element(By.ID, "job-status").text == "running"
-        server.kill()
-        server = start_server(db, llm=f"replay:{replay}", port=server.port)
-        # the re-queued job starts over: the drawing is reset, then grows again to the end
-        _wait(browser, lambda d: d.find_element(By.ID, "job-status").text == "done", timeout=120,
-              message="the page did not follow the restarted job to its end")
-        nodes = browser.find_elements(By.CSS_SELECTOR, "#tree circle.node")
-        assert len(nodes) == 7  # the root and one node per iteration, drawn once each
-        from jupiter.client import Client
+    server = start_server("--llm", f"replay:{replay}", name="first")
+    browser.get(server.url + "/")
+    for field in ("question", "format"):
+        _fill(browser, field, "wait")
+    browser.find_element(By.CSS_SELECTOR, "#settings summary").click()
+    _fill(browser, "s-iterations", "6")
+    _fill(browser, "s-expansions", "1")
+    browser.find_element(By.ID, "submit").click()
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree circle.node")) >= 3)
+    assert browser.find_element(By.ID, "job-status").text == "running"
+    server.kill9()
+    server = start_server("--llm", f"replay:{replay}", db=server.db, data_root=server.data_root, port=server.port,
+                          name="restarted")
+    # the re-queued job starts over: the drawing is reset, then grows again to the end
+    _wait(browser, lambda d: d.find_element(By.ID, "job-status").text == "done", timeout=120,
+          message="the page did not follow the restarted job to its end")
+    nodes = browser.find_elements(By.CSS_SELECTOR, "#tree circle.node")
+    assert len(nodes) == 7  # the root and one node per iteration, drawn once each
+    from jupiter.client import Client
 
-        assert Client(server.url).list()[0]["attempts"] == 2  # it really was cut and run again
-    finally:
-        server.stop()
+    assert Client(server.url).list()[0]["attempts"] == 2  # it really was cut and run again

@@ -19,11 +19,12 @@ import nbformat
 import pytest
 import requests
 
-from benchmarks.perf.serve_load import (EXAMPLE_DATA, EXAMPLE_TASK, MemorySampler, ServerProcess, free_port,
-                                        start_server)
+from benchmarks.perf.serve_load import MemorySampler
 from jupiter.client import (Client, ClientError, Event, JobStatus, ServerUnreachable, WaitTimeout, mime_type,
                             parse_sse)
 from jupiter.serve.timing import server_ms
+from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, Server
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-for-tests"
@@ -31,14 +32,12 @@ ANSWER = "@mean_fare[34.65]"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_server(tmp_path_factory.mktemp("serve") / "jobs.sqlite")
-    yield proc
-    proc.stop()
+def server(start_module_server) -> Server:
+    return start_module_server("--llm", f"replay:{TITANIC_REPLAY}")
 
 
 @pytest.fixture(scope="module")
-def client(server: ServerProcess) -> Iterator[Client]:
+def client(server: Server) -> Iterator[Client]:
     with Client(server.url, timeout=30) as c:
         yield c
 
@@ -46,7 +45,7 @@ def client(server: ServerProcess) -> Iterator[Client]:
 @pytest.fixture(scope="module")
 def solved(client: Client) -> dict:
     """The bundled example solved once through the client (submit + wait)."""
-    return client.solve(EXAMPLE_TASK, settings={"seed": 0}, timeout=120)
+    return client.solve(TITANIC_TASK, settings={"seed": 0}, timeout=120)
 
 
 # ------------------------------------------------------------------------------------------ SSE parsing
@@ -97,7 +96,7 @@ def test_download_writes_each_output(client: Client, solved: dict, tmp_path: Pat
 
 
 def test_status_list_and_live_events_of_a_new_job(client: Client) -> None:
-    job_id = client.submit(str(EXAMPLE_TASK), [EXAMPLE_DATA / "test_ave.csv"], {"iterations": 3, "seed": 1})
+    job_id = client.submit(str(TITANIC_TASK), [TITANIC_DATA], {"iterations": 3, "seed": 1})
     first = client.status(job_id)
     assert first["id"] == job_id and first["status"] in {s.value for s in JobStatus}
     assert first["settings"]["iterations"] == 3
@@ -114,14 +113,14 @@ def test_status_list_and_live_events_of_a_new_job(client: Client) -> None:
 
 
 def test_a_task_dict_with_explicit_files_is_accepted(client: Client) -> None:
-    record = json.loads(EXAMPLE_TASK.read_text())
+    record = json.loads(TITANIC_TASK.read_text())
     record["id"] = "from-a-dict"
-    job = client.solve(record, [EXAMPLE_DATA / "test_ave.csv"], {"iterations": 2}, poll=0.1, timeout=60)
+    job = client.solve(record, [TITANIC_DATA], {"iterations": 2}, poll=0.1, timeout=60)
     assert job["task_id"] == "from-a-dict" and job["status"] == "done"
 
 
 def test_cancel_ends_a_job(client: Client) -> None:
-    job_id = client.submit(EXAMPLE_TASK, settings={"iterations": 500, "seed": 2})
+    job_id = client.submit(TITANIC_TASK, settings={"iterations": 500, "seed": 2})
     job = client.cancel(job_id)
     assert job["id"] == job_id
     final = client.wait(job_id, poll=0.1, timeout=60)
@@ -138,23 +137,23 @@ def test_server_errors_name_the_status_and_the_servers_text(client: Client) -> N
         client.submit({"question": "What is the mean?", "files": ["nowhere.csv"]}, [])
     assert refused.value.status == 400 and "nowhere.csv" in str(refused.value)
     with pytest.raises(ClientError) as bad_setting:
-        client.submit(EXAMPLE_TASK, settings={"iterations": "many"})
+        client.submit(TITANIC_TASK, settings={"iterations": "many"})
     assert bad_setting.value.status == 400 and "iterations" in str(bad_setting.value)
 
 
 def test_client_side_checks_name_the_problem(client: Client, tmp_path: Path) -> None:
     with pytest.raises(ClientError, match="unknown key.*colour"):
-        client.submit(EXAMPLE_TASK, settings={"colour": "red"})
+        client.submit(TITANIC_TASK, settings={"colour": "red"})
     with pytest.raises(ClientError, match="task file not found"):
         client.submit(tmp_path / "none.json")
     with pytest.raises(ClientError, match="missing.csv: not found"):
-        client.submit(EXAMPLE_TASK, [tmp_path / "missing.csv"])
+        client.submit(TITANIC_TASK, [tmp_path / "missing.csv"])
     with pytest.raises(ClientError, match="http://"):
         Client("127.0.0.1:8700")
 
 
 def test_wait_timeout_leaves_the_job_running(client: Client) -> None:
-    job_id = client.submit(EXAMPLE_TASK, settings={"iterations": 500, "seed": 3})
+    job_id = client.submit(TITANIC_TASK, settings={"iterations": 500, "seed": 3})
     try:
         with pytest.raises(WaitTimeout, match=job_id):
             client.wait(job_id, poll=0.05, timeout=0.01)
@@ -170,25 +169,22 @@ def test_connection_refused_is_one_clear_line() -> None:
     assert "\n" not in message and f"127.0.0.1:{port}" in message and "connection refused" in message
 
 
-def test_a_token_server_needs_the_token(tmp_path: Path) -> None:
-    server = start_server(tmp_path / "jobs.sqlite", token=TOKEN)
-    try:
-        with pytest.raises(ClientError) as refused:
-            Client(server.url).list()
-        assert refused.value.status == 401
-        with Client(server.url, token=TOKEN) as client:
-            job = client.solve(EXAMPLE_TASK, settings={"iterations": 2}, poll=0.1, timeout=60)
-            assert job["status"] == "done"
-            assert list(client.events(job["id"]))[-1].type == "done"
-            client.download(job["id"], "tree.json", tmp_path)
-    finally:
-        server.stop()
+def test_a_token_server_needs_the_token(start_server, tmp_path: Path) -> None:
+    server = start_server("--llm", f"replay:{TITANIC_REPLAY}", token=TOKEN)
+    with pytest.raises(ClientError) as refused:
+        Client(server.url).list()
+    assert refused.value.status == 401
+    with Client(server.url, token=TOKEN) as client:
+        job = client.solve(TITANIC_TASK, settings={"iterations": 2}, poll=0.1, timeout=60)
+        assert job["status"] == "done"
+        assert list(client.events(job["id"]))[-1].type == "done"
+        client.download(job["id"], "tree.json", tmp_path)
 
 
 # ------------------------------------------------------------------------------------------ the CLI
-def test_jupiter_solve_server_writes_the_local_outputs(server: ServerProcess, tmp_path: Path) -> None:
+def test_jupiter_solve_server_writes_the_local_outputs(server: Server, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(EXAMPLE_TASK), "--server", server.url,
+    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(TITANIC_TASK), "--server", server.url,
                            "--out", str(out), "--iterations", "5", "--no-progress"],
                           capture_output=True, text=True, timeout=120, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -204,7 +200,7 @@ def test_solve_flags_become_server_settings() -> None:
     from jupiter.commands.solve_remote import remote_settings
 
     args = build_parser(only="solve").parse_args(
-        ["solve", str(EXAMPLE_TASK), "--server", "http://127.0.0.1:8700", "--iterations", "4", "--c-puct", "0.5",
+        ["solve", str(TITANIC_TASK), "--server", "http://127.0.0.1:8700", "--iterations", "4", "--c-puct", "0.5",
          "--seed", "3"])
     settings = remote_settings(args)
     assert settings["iterations"] == 4 and settings["c_puct"] == 0.5 and settings["seed"] == 3
@@ -213,12 +209,12 @@ def test_solve_flags_become_server_settings() -> None:
 
 
 def test_jupiter_solve_server_refuses_local_only_flags_and_a_dead_server(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(EXAMPLE_TASK), "--server",
+    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(TITANIC_TASK), "--server",
                            "http://127.0.0.1:9", "--llm", "replay:x.json"],
                           capture_output=True, text=True, timeout=60, cwd=str(ROOT))
     assert proc.returncode == 2 and "--llm" in proc.stderr
     port = free_port()
-    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(EXAMPLE_TASK), "--server",
+    proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(TITANIC_TASK), "--server",
                            f"http://127.0.0.1:{port}", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=60, cwd=str(ROOT))
     assert proc.returncode == 2
@@ -235,7 +231,7 @@ def test_jupiter_solve_server_checks_out_before_sending_the_job(tmp_path: Path) 
     finished.mkdir()
     (finished / "result.json").write_text(json.dumps({"answer": "@x[1]"}))
     for out in (taken, finished):
-        proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(EXAMPLE_TASK), "--server",
+        proc = subprocess.run([sys.executable, "-m", "jupiter.cli", "solve", str(TITANIC_TASK), "--server",
                                f"http://127.0.0.1:{port}", "--out", str(out), "--no-progress"],
                               capture_output=True, text=True, timeout=60, cwd=str(ROOT))
         assert proc.returncode == 2, proc.stderr
@@ -277,12 +273,12 @@ def test_serve_load_script_prints_its_keys() -> None:
                                       "throughput_ge_0_8x_batch"}
 
 
-def test_every_reply_reaches_on_reply_with_the_servers_time(server: ServerProcess) -> None:
+def test_every_reply_reaches_on_reply_with_the_servers_time(server: Server) -> None:
     """serve_load reads the server's own time of each request (Server-Timing) through ``on_reply``."""
     replies: list[requests.Response] = []
     with Client(server.url, timeout=30, on_reply=replies.append) as client:
-        job_id = client.submit(dict(json.loads(EXAMPLE_TASK.read_text(encoding="utf-8")), id="hook-1"),
-                               sorted(EXAMPLE_DATA.iterdir()), {"seed": 0})
+        job_id = client.submit(dict(json.loads(TITANIC_TASK.read_text(encoding="utf-8")), id="hook-1"),
+                               sorted(TITANIC_DATA.parent.iterdir()), {"seed": 0})
         assert client.status(job_id)["task_id"] == "hook-1"
         with pytest.raises(ClientError):
             client.status("0" * 32)
@@ -295,9 +291,9 @@ def test_a_data_file_with_a_non_ascii_name_arrives_under_that_name(client: Clien
     an accepted job with a name in UTF-8 and a space proves the multipart header carried it intact."""
     table = tmp_path / "données été.csv"
     table.write_text("a,b\n1,2\n", encoding="utf-8")
-    record = json.loads(EXAMPLE_TASK.read_text(encoding="utf-8"))
+    record = json.loads(TITANIC_TASK.read_text(encoding="utf-8"))
     record.update(id="accents", files=[*record["files"], table.name])
-    job = client.solve(record, [*sorted(EXAMPLE_DATA.iterdir()), table], settings={"seed": 0}, timeout=120)
+    job = client.solve(record, [*sorted(TITANIC_DATA.parent.iterdir()), table], settings={"seed": 0}, timeout=120)
     assert job["status"] == "done" and job["result"]["answer"] == ANSWER, job
 
 
@@ -337,7 +333,7 @@ def test_an_upload_is_typed_by_its_name() -> None:
 
 
 def test_a_local_server_is_reached_directly_whatever_proxy_the_environment_names(
-        server: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """A proxy in the environment (and no NO_PROXY) would carry requests for 127.0.0.1 to the proxy: a client
     of a local server goes to it directly; one of a remote server still honours the environment."""
     dead_proxy = f"http://127.0.0.1:{free_port()}"

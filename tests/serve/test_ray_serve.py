@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from serve_helpers import TITANIC_REPLAY, free_port
+from serve_helpers import TITANIC_REPLAY
+from tests.ports import free_port
 
 psutil = pytest.importorskip("psutil")
 pytest.importorskip("ray")

@@ -17,34 +17,31 @@ import pytest
 from tests.headless_chrome import headless_chrome
 import requests
 
-from benchmarks.perf.serve_load import EXAMPLE_DATA, EXAMPLE_REPLAY, EXAMPLE_TASK, ServerProcess, start_server
 from jupiter.client import Client
 from search.html import TREE_VIEW_JS, extract_view_data
+from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, Server
 
 HOSTILE = "</script><script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\"><b>bold</b>"
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str, dict]]:
+def served(start_module_server, tmp_path_factory: pytest.TempPathFactory) -> tuple[Server, str, dict]:
     """A server whose replay policy also writes a step with markup in its thought, and one finished job."""
     folder = tmp_path_factory.mktemp("serve-viewer")
-    script = json.loads(EXAMPLE_REPLAY.read_text())
+    script = json.loads(TITANIC_REPLAY.read_text())
     script["rules"][0]["replies"].append(f"Thought: {HOSTILE}\nAction:\n```python\nprint('hostile')\n```")
     script["rules"][0]["logprobs"].append(-2.0)
     replay = folder / "replay.json"
     replay.write_text(json.dumps(script))
-    server = start_server(folder / "jobs.sqlite", llm=f"replay:{replay}")
-    try:
-        client = Client(server.url)
-        job_id = client.submit(EXAMPLE_TASK, [EXAMPLE_DATA / "test_ave.csv"], {"iterations": 10, "seed": 0})
-        job = client.wait(job_id, timeout=120)
-        assert job["status"] == "done", job
-        yield server, job_id, job
-    finally:
-        server.stop()
+    server = start_module_server("--llm", f"replay:{replay}", name="viewer")
+    client = Client(server.url)
+    job_id = client.submit(TITANIC_TASK, [TITANIC_DATA], {"iterations": 10, "seed": 0})
+    job = client.wait(job_id, timeout=120)
+    assert job["status"] == "done", job
+    return server, job_id, job
 
 
-def test_the_server_serves_the_viewer_tree_html_inlines(served: tuple[ServerProcess, str, dict]) -> None:
+def test_the_server_serves_the_viewer_tree_html_inlines(served: tuple[Server, str, dict]) -> None:
     server, job_id, job = served
     source = TREE_VIEW_JS.read_bytes()
     resp = requests.get(server.url + "/static/tree_view.js", timeout=10)
@@ -66,7 +63,7 @@ def browser() -> Iterator[Any]:
         yield driver
 
 
-def test_the_page_shows_the_finished_tree_with_the_engines_vote(served: tuple[ServerProcess, str, dict],
+def test_the_page_shows_the_finished_tree_with_the_engines_vote(served: tuple[Server, str, dict],
                                                                 browser: Any) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
