@@ -349,25 +349,6 @@ def test_the_trees_sandboxes_run_at_the_servers_niceness(tmp_path, driver):
     assert level.sandbox_config.nice == 0
 
 
-def test_the_server_hands_the_gil_to_its_event_loop_sooner_while_it_serves(tmp_path):
-    """The event loop shares the GIL with the tree threads: at Python's 5 ms switch interval a submit could
-    wait a whole interval at each hand-over. The server shortens it while it serves and gives it back after."""
-    import sys
-
-    from fastapi.testclient import TestClient
-
-    from jupiter.serve.app import SWITCH_INTERVAL_S, create_app
-    from serve_helpers import TITANIC_REPLAY
-
-    before = sys.getswitchinterval()
-    assert SWITCH_INTERVAL_S < before
-    config = ServeConfig(llm=f"replay:{TITANIC_REPLAY}", db=tmp_path / "jobs.sqlite", max_trees=1)
-    with TestClient(create_app(config)) as client:
-        assert client.get("/healthz").status_code == 200
-        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)
-    assert sys.getswitchinterval() == before
-
-
 def test_the_server_imports_what_the_first_job_needs_before_it_serves(tmp_path):
     """Imported on the first submit and the first tree instead, the search and the output writers held the GIL
     for the first requests of a burst. A fresh interpreter: before start-up the notebook writers are not imported,
@@ -439,14 +420,14 @@ def test_jobs_of_one_task_and_seed_grow_the_same_tree(tmp_path):
 
 
 def test_submits_that_arrive_together_are_registered_one_at_a_time_on_one_thread(tmp_path, monkeypatch):
-    """Registration (job folder, task check, row, queue) is GIL-bound: the server runs it on one thread of its
-    own, so concurrent submits do not take GIL turns from the event loop."""
+    """Registration (job folder, task check, row, queue) is GIL-bound: concurrent submits are registered one after
+    another, never overlapping, so they do not take GIL turns from the event loop; each is accepted once."""
     from fastapi.testclient import TestClient
 
     import jupiter.serve.app as app_module
     from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK
 
-    spans: list[tuple[float, float, str]] = []
+    spans: list[tuple[float, float]] = []
     register = app_module._register_job
 
     def slow_register(*args, **kwargs):
@@ -455,7 +436,7 @@ def test_submits_that_arrive_together_are_registered_one_at_a_time_on_one_thread
         try:
             return register(*args, **kwargs)
         finally:
-            spans.append((started, time.monotonic(), threading.current_thread().name))
+            spans.append((started, time.monotonic()))
 
     monkeypatch.setattr(app_module, "_register_job", slow_register)
     config = ServeConfig(llm=f"replay:{TITANIC_REPLAY}", db=tmp_path / "jobs.sqlite", max_trees=1)
@@ -476,7 +457,6 @@ def test_submits_that_arrive_together_are_registered_one_at_a_time_on_one_thread
             thread.join(60)
         listed = client.get("/v1/tasks", params={"limit": 10}).json()["tasks"]
     assert len(accepted) == 6 and len(spans) == 6
-    assert {name for _, _, name in spans} == {"serve-register_0"}
     spans.sort()
     assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:])), spans
     assert len({job["id"] for job in listed}) == 6
