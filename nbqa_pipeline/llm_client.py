@@ -1,10 +1,10 @@
 """A small chat client for any OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp server, hosted APIs).
 
-Why not the policy backend (``jupiter.llm.openai_http``): the pipeline's LLM stages need one plain chat call
-per prompt (JSON mode, per-call temperature) with token and cost accounting, not sampling of n continuations.
-What both share is the retry rule, ``jupiter.llm.retry``: connection errors, timeouts, 429 and 502/503/504 (and
-500) are retried with exponential back-off honouring ``Retry-After``; other statuses fail at once. ``sleep``
-is injectable.
+It calls through the same HTTP client as the policy backend, ``jupiter.llm.endpoint`` (its retry rule:
+connection errors, timeouts, 429 and 5xx retried with exponential back-off honouring ``Retry-After``; other
+statuses fail at once). What it adds is the pipeline's call: one plain chat completion per prompt (JSON mode,
+per-call temperature) with token and cost accounting, where the policy samples n continuations. ``sleep`` is
+injectable.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-import requests
-
-from jupiter.llm.retry import Backoff, TransportFailure, send_with_retries
+from jupiter.llm.endpoint import Answer, Endpoint, Unreachable
 
 __all__ = ["LLMConfig", "ChatReply", "ChatClient", "LLMError", "Usage"]
 
@@ -39,7 +37,7 @@ class LLMConfig:
     api_key: str | None = None
     timeout: float = 120.0  # seconds per request
     max_retries: int = 4  # retries of one request on transport errors, 429 and 5xx
-    backoff: float = 1.0  # first back-off in seconds; doubles per retry
+    backoff: float = 1.0  # back-off unit in seconds: retries at once, then after 2x, 4x ... (jupiter.llm.endpoint)
     max_backoff: float = 60.0  # longest wait between retries, also for a server's Retry-After
     temperature: float = 0.0
     max_tokens: int = 2048
@@ -96,18 +94,18 @@ class Usage:
 class ChatClient:
     """``chat(messages) -> ChatReply`` against ``{base_url}/chat/completions``; thread-safe counters."""
 
-    def __init__(self, config: LLMConfig, *, session: requests.Session | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, config: LLMConfig, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config
-        self.session = session or requests.Session()
-        self.sleep = sleep
+        base = config.base_url.rstrip("/")
+        self._endpoint = Endpoint(base if base.endswith("/v1") else base + "/v1", api_key=config.api_key,
+                                  timeout=config.timeout, max_retries=config.max_retries, backoff=config.backoff,
+                                  max_backoff=config.max_backoff, sleep=sleep)
         self._lock = threading.Lock()
         self._calls = self._failed = self._retries = self._prompt = self._completion = 0
 
     @property
     def url(self) -> str:
-        base = self.config.base_url.rstrip("/")
-        return base + "/chat/completions" if base.endswith("/v1") else base + "/v1/chat/completions"
+        return self._endpoint.base_url + "/chat/completions"
 
     def usage(self) -> Usage:
         with self._lock:
@@ -126,35 +124,25 @@ class ChatClient:
         }
         if self.config.json_mode:
             payload["response_format"] = {"type": "json_object"}
-        headers = {"Content-Type": "application/json"}
-        if self.config.api_key:
-            headers["Authorization"] = f"Bearer {self.config.api_key}"
         try:
-            done = send_with_retries(
-                lambda: self.session.post(self.url, json=payload, headers=headers, timeout=self.config.timeout),
-                max_retries=self.config.max_retries, backoff=Backoff(self.config.backoff, self.config.max_backoff),
-                sleep=self.sleep, what=f"POST {self.url}", on_attempt=self._count_retry)
-        except TransportFailure as exc:
+            done = self._endpoint.call("POST", "/chat/completions", payload)
+        except Unreachable as exc:
             self._count_failure()
-            raise LLMError(f"POST {self.url}: {type(exc.cause).__name__}: {exc.cause}") from exc
-        response = done.response
-        if response.status_code != 200:
+            raise LLMError(f"POST {self.url}: {exc.reason}") from exc
+        with self._lock:
+            self._retries += done.attempts - 1
+        if done.response.status_code != 200:
             self._count_failure()
-            raise LLMError(f"POST {self.url}: HTTP {response.status_code}: {response.text[:200]}")
-        return self._reply(response)
-
-    def _count_retry(self, attempt: int) -> None:
-        if attempt:
-            with self._lock:
-                self._retries += 1
+            raise LLMError(f"POST {self.url}: HTTP {done.response.status_code}: {done.response.text[:200]}")
+        return self._reply(done)
 
     def _count_failure(self) -> None:
         with self._lock:
             self._failed += 1
 
-    def _reply(self, response: requests.Response) -> ChatReply:
+    def _reply(self, done: Answer) -> ChatReply:
         try:
-            data = response.json()
+            data = done.response.json()
             choice = data["choices"][0]
             text = choice["message"].get("content") or ""
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:

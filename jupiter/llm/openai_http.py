@@ -3,8 +3,8 @@
 One batch becomes concurrent HTTP requests (a bounded thread pool), one per history, each asking for ``n``
 completions — the server batches them and shares the prompt prefix. When a seed is set, each
 child is its own request with its own derived seed (one seed for n children once gave identical siblings in
-vLLM). 429, 5xx and connection errors are retried with exponential back-off; anything else is an error that
-names the URL.
+vLLM). Requests go through ``jupiter.llm.endpoint`` (its retry rule: 429, 5xx and connection errors retried with
+exponential back-off); anything else is an error that names the URL.
 
 Spec: ``http://HOST:PORT/v1#model=NAME&mode=chat|completions&template=gemma|chatml`` (see ``HttpConfig``).
 """
@@ -22,11 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-import requests
-
 from jupiter.llm.base import BasePolicy, RequestUsage, child_seeds, prompt_usage
+from jupiter.llm.endpoint import Endpoint, Unreachable
 from jupiter.llm.rendering import template_by_name
-from jupiter.llm.retry import Backoff, TransportFailure, send_with_retries
 from jupiter.llm.types import (
     Completion,
     PolicyConnectionError,
@@ -62,8 +60,8 @@ class HttpConfig:
         template: prompt template for completions mode (``gemma`` or ``chatml``).
         timeout: seconds to wait for a response (per read); connecting has its own ``connect_timeout``.
         max_retries: retries after the first attempt on 429 / 5xx / connection errors.
-        backoff: first retry delay in seconds, doubled each retry up to ``max_backoff`` (a numeric
-            ``Retry-After`` header is honoured, capped the same way).
+        backoff: the back-off unit in seconds: the first retry goes at once, the next after 2 × ``backoff``,
+            then 4 ×, … up to ``max_backoff`` (a ``Retry-After`` header is honoured, capped the same way).
         concurrency: most requests in flight at once.
         api_key: bearer token; None reads ``JUPITER_API_KEY`` then ``OPENAI_API_KEY``.
     """
@@ -163,12 +161,12 @@ class HttpPolicy(BasePolicy):
     def __init__(self, config: HttpConfig, sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__()
         self.config = config
-        self._sleep = sleep
         self._template = template_by_name(config.template)
         self._pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="jupiter-http")
-        self._local = threading.local()
-        self._sessions: list[requests.Session] = []
-        self._sessions_lock = threading.Lock()
+        self._endpoint = Endpoint(config.base_url, api_key=config.resolved_api_key(),
+                                  timeout=(config.connect_timeout, config.timeout), max_retries=config.max_retries,
+                                  backoff=config.backoff, max_backoff=config.max_backoff,
+                                  pool_size=config.concurrency, sleep=sleep)
         self._model = config.model
         self._model_lock = threading.Lock()
 
@@ -183,35 +181,19 @@ class HttpPolicy(BasePolicy):
                     self._model = self._discover_model()
         return self._model
 
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = requests.Session()
-            key = self.config.resolved_api_key()
-            if key:
-                session.headers["Authorization"] = f"Bearer {key}"
-            self._local.session = session
-            with self._sessions_lock:
-                self._sessions.append(session)
-        return session
-
     def _request(self, method: str, path: str, payload: dict | None = None) -> dict:
-        """One API call with retries (``jupiter.llm.retry``); returns the decoded JSON object."""
+        """One API call with retries (``jupiter.llm.endpoint``); returns the decoded JSON object."""
         url = f"{self.config.base_url}{path}"
-        timeout = (self.config.connect_timeout, self.config.timeout)
         try:
-            done = send_with_retries(
-                lambda: self._session().request(method, url, json=payload, timeout=timeout),
-                max_retries=self.config.max_retries, backoff=Backoff(self.config.backoff, self.config.max_backoff),
-                sleep=self._sleep, what=url,
-                on_attempt=lambda attempt: self._usage.add(requests=1, retries=1 if attempt else 0))
-        except TransportFailure as exc:
-            raise PolicyConnectionError(
-                f"cannot reach the model server at {url} ({exc.attempts} attempts): {exc.cause}") from exc
+            done = self._endpoint.call(method, path, payload)
+        except Unreachable as exc:
+            self._usage.add(requests=1)
+            raise PolicyConnectionError(f"cannot reach the model server at {url}: {exc.reason}") from exc
+        self._usage.add(requests=done.attempts, retries=done.attempts - 1)
         response = done.response
         if response.status_code >= 400:
             raise PolicyResponseError(
-                f"{url} answered HTTP {response.status_code} (attempt {done.count} of "
+                f"{url} answered HTTP {response.status_code} (attempt {done.attempts} of "
                 f"{self.config.max_retries + 1}): {response.text[:500]}"
             )
         try:
@@ -319,10 +301,7 @@ class HttpPolicy(BasePolicy):
 
     def _close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        with self._sessions_lock:
-            for session in self._sessions:
-                session.close()
-            self._sessions.clear()
+        self._endpoint.close()
 
 
 def _choice_logprobs(raw: Any) -> list[float] | None:
