@@ -1,4 +1,4 @@
-"""The speed benchmarks under ``benchmarks/perf/`` still run and print the keys their issues name.
+"""The speed benchmarks under ``benchmarks/perf/`` still run and print the keys their reports need.
 
 Tiny settings: these check the scripts, not the numbers (targets live in the scripts' own JSON output).
 """

@@ -35,7 +35,7 @@ def test_model_config_round_trips_through_a_dict() -> None:
         ModelConfig.from_dict({**config.to_dict(), "bogus": 1})
 
 
-def test_defaults_follow_the_issue() -> None:
+def test_model_defaults_are_lora_r8_alpha32_on_attention_and_mlp_with_8000_tokens() -> None:
     config = ModelConfig(backbone="/m")
     assert (config.lora_r, config.lora_alpha, config.lora_dropout, config.max_tokens) == (8, 32, 0.1, 8000)
     assert {"q_proj", "v_proj", "up_proj", "down_proj"} <= set(config.lora_targets)
