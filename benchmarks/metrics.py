@@ -20,6 +20,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from value_model.metrics import spearman as rank_correlation
+
 __all__ = [
     "Direction",
     "MetricKind",
@@ -181,17 +183,10 @@ def pearson(answers, predictions) -> float:
     return float(np.corrcoef(a, p)[0, 1])
 
 
-def _spearman_1d(a: np.ndarray, p: np.ndarray) -> float:
-    ra, rp = pd.Series(a).rank().to_numpy(), pd.Series(p).rank().to_numpy()
-    if ra.std() == 0 or rp.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(ra, rp)[0, 1])
-
-
 def spearman(answers, predictions) -> float:
     a, p = _pair(answers, predictions)
-    value = _spearman_1d(a, p)
-    if math.isnan(value):
+    value = rank_correlation(a.tolist(), p.tolist())
+    if value is None:
         raise MetricError("spearman: a constant column has no correlation")
     return value
 
@@ -200,8 +195,8 @@ def mean_spearman(answers, predictions) -> float:
     """Spearman's rho per column, averaged over the columns where it is defined (Google QUEST)."""
     a, p = _pair(answers, predictions)
     a, p = a.reshape(len(a), -1), p.reshape(len(p), -1)
-    values = [_spearman_1d(a[:, j], p[:, j]) for j in range(a.shape[1])]
-    defined = [v for v in values if not math.isnan(v)]
+    values = [rank_correlation(a[:, j].tolist(), p[:, j].tolist()) for j in range(a.shape[1])]
+    defined = [v for v in values if v is not None]
     if not defined:
         raise MetricError("mean spearman: no column has a defined correlation")
     return float(np.mean(defined))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
+
+import scipy.stats
 
 __all__ = ["mse", "spearman"]
 
@@ -14,29 +15,11 @@ def mse(predictions: Sequence[float], targets: Sequence[float]) -> float:
     return sum((p - t) ** 2 for p, t in zip(predictions, targets)) / len(predictions)
 
 
-def _ranks(values: Sequence[float]) -> list[float]:
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):  # ties share their average rank
-            ranks[order[k]] = (i + j) / 2.0
-        i = j + 1
-    return ranks
-
-
-def spearman(predictions: Sequence[float], targets: Sequence[float]) -> float:
-    """Spearman's rho (Pearson correlation of average ranks); 0.0 when either side is constant."""
+def spearman(predictions: Sequence[float], targets: Sequence[float]) -> float | None:
+    """Spearman's rho (scipy's, ties at their average rank); None when either side is constant, where a rank
+    correlation is not defined (an untrained head that predicts one value has no ranking to score)."""
     if len(predictions) != len(targets) or len(predictions) < 2:
         raise ValueError("spearman: need two sequences of equal length >= 2")
-    a, b = _ranks(predictions), _ranks(targets)
-    ma, mb = sum(a) / len(a), sum(b) / len(b)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(a, b))
-    va = sum((x - ma) ** 2 for x in a)
-    vb = sum((y - mb) ** 2 for y in b)
-    if va == 0 or vb == 0:
-        return 0.0
-    return cov / math.sqrt(va * vb)
+    if len(set(predictions)) < 2 or len(set(targets)) < 2:
+        return None
+    return float(scipy.stats.spearmanr(predictions, targets).statistic)

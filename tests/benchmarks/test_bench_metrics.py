@@ -84,6 +84,17 @@ def test_correlations_match_scipy():
     assert m("mean_spearman", frame_a, frame_p) == pytest.approx(expected)
 
 
+def test_spearman_of_a_constant_column_is_an_error_and_mean_spearman_skips_it():
+    from scipy import stats
+
+    constant = pd.Series([2.0] * len(Y_REG))
+    with pytest.raises(MetricError, match="constant"):
+        m("spearman", Y_REG, constant)
+    frame_a = pd.DataFrame({"u": Y_REG, "v": Y_REG})
+    frame_p = pd.DataFrame({"u": P_REG, "v": constant})
+    assert m("mean_spearman", frame_a, frame_p) == pytest.approx(stats.spearmanr(Y_REG, P_REG)[0])
+
+
 def test_normalized_gini_perfect_and_reference():
     y = pd.Series([1, 0, 0, 1, 0, 0, 1, 0])
     assert m("normalized_gini", y, y.astype(float)) == pytest.approx(1.0)
