@@ -54,7 +54,8 @@ def rank_report(values: Sequence[float], samples: Sequence[Sample], train_mean: 
         t = [s.value for _, s in pairs]
         return {"samples": len(pairs), "positive": sum(x > 0 for x in t), "negative": sum(x < 0 for x in t),
                 "mse": round(mse(v, t), 4), "mse_constant": round(mse([train_mean] * len(t), t), 4),
-                "spearman": None if (rho := spearman(v, t)) is None else round(rho, 4), "auc": None if auc(v, t) is None else round(auc(v, t), 4),
+                "spearman": None if (rho := spearman(v, t)) is None else round(rho, 4),
+                "auc": None if auc(v, t) is None else round(auc(v, t), 4),
                 "mean_value": round(sum(v) / len(v), 4)}
 
     pairs = list(zip(values, samples))
