@@ -128,7 +128,7 @@ def _profile_note(name: str, modes: tuple[str, ...]) -> str:
     """``(paper: infer 40, collect 50)``: the default profile's value of a setting in each mode."""
     modes = tuple(m for m in modes if m in _USED_IN.get(name, modes)) or modes
     values = {mode: describe_profile(DEFAULT_PROFILE, mode)[name].value for mode in modes}
-    shown = {mode: getattr(v, "value", v) for mode, v in values.items()}
+    shown = {mode: v.value if isinstance(v, enum.Enum) else v for mode, v in values.items()}
     if len(set(map(str, shown.values()))) == 1:
         return f" ({DEFAULT_PROFILE}: {next(iter(shown.values()))})"
     return f" ({DEFAULT_PROFILE}: " + ", ".join(f"{mode} {value}" for mode, value in shown.items()) + ")"

@@ -48,7 +48,7 @@ def config_from_args(args: argparse.Namespace, has_value: bool = False, **extra:
 
 def print_config(args: argparse.Namespace, config: Any, out: Any = None) -> None:
     """Write the resolved configuration and each profile setting's source as one JSON object."""
-    sources = {name: {"value": getattr(s.value, "value", s.value), "source": s.source, "why": s.why}
+    sources = {name: {"value": s.value, "source": s.source, "why": s.why}  # enums are str: JSON writes their value
                for name, s in describe_profile(args.profile, config.mode).items()}
     given = {name: value for name, value in settings_from_args(args).model_dump(mode="json").items()
              if name not in ("mode", "seed") and value is not None}
