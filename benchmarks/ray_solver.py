@@ -2,9 +2,9 @@
 
 The Ray driver is a blocking call that writes its own tree files and manifest and reports each finished tree
 to a callback (``on_outcome``) in the calling process. This adapter runs it on a thread and turns the
-callbacks into the stream of ``SearchResult`` objects the benchmark run loop consumes, rebuilding each
-result's decision from the returned tree (the same ``search.decide`` rule the local driver uses). Cost
-figures that only the worker saw (model calls, tokens) are not in the outcome and read 0.
+callbacks into the stream of ``SearchResult`` objects the benchmark run loop consumes
+(``TreeOutcome.to_result``: decided from the returned tree as the local driver decides, with the worker's own
+counters).
 """
 
 from __future__ import annotations
@@ -14,27 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-__all__ = ["ray_solver", "result_from_outcome"]
-
-
-def result_from_outcome(outcome: Any, config: Any, value_given: bool) -> Any:
-    """A Ray ``TreeOutcome`` → ``search.SearchResult`` (decision recomputed from the tree)."""
-    from search.result import SearchStats, result_from_tree
-
-    tree = outcome.tree
-    stats = SearchStats(nodes=int(outcome.nodes or 0), wall_seconds=float(outcome.seconds or 0.0),
-                        answers=len(tree.answers()) if tree is not None else 0)
-    if tree is not None:
-        from benchmarks.records import iteration_numbers
-
-        numbers = iteration_numbers(tree, config.mode.is_tree)
-        stats.iterations = max(numbers.values(), default=0)
-    else:
-        from search.tree import Tree
-
-        tree = Tree(None)
-    return result_from_tree(str(outcome.task_id), tree, config, stats, value_given=value_given,
-                            error=outcome.error, files=getattr(outcome, "files", None))
+__all__ = ["ray_solver"]
 
 
 def ray_solver(llm_spec: str, value_model: str | Path | None, ray_dir: str | Path, **ray_options: Any) -> Any:
@@ -65,7 +45,7 @@ def ray_solver(llm_spec: str, value_model: str | Path | None, ray_dir: str | Pat
         while True:
             kind, item = events.get()
             if kind == "outcome":
-                yield result_from_outcome(item, config, value_model is not None)
+                yield item.to_result(config, value_model is not None)
             elif kind == "error":
                 raise item
             else:

@@ -20,10 +20,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from jupiter.llm import load_policy
 from jupiter.prompts import Message
 from jupiter.task import Task
 
 from search.config import SearchConfig
+from search.loaders import load_value, sandbox_factory
+from search.loaders import sandbox_config as search_sandbox_config
+from search.result import SearchResult, SearchStats, result_from_tree
+from search.tree import Tree
 
 __all__ = [
     "TreeOutcome",
@@ -44,13 +49,17 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TreeOutcome:
-    """What a worker sends back for one finished tree (the driver writes the files)."""
+    """What a worker sends back for one finished tree (the driver writes the files).
+
+    ``stats`` are the worker's own counters of the tree, so a result made from the outcome reads as a local
+    run's: ``iterations`` is the number of search iterations its driver ran (not a count read off the tree).
+    """
 
     task_id: str
     attempt: int
     worker: str
     pid: int  # the worker's process id (logs, tests)
-    tree: Any  # search.Tree, sandbox states dropped
+    tree: Tree  # sandbox states dropped
     nodes: int
     seconds: float
     best_reward: float | None
@@ -58,6 +67,15 @@ class TreeOutcome:
     correct: bool | None
     error: str | None
     files: Mapping[str, bytes] = field(default_factory=dict)  # the captured file of each node that wrote it, by tag
+    stats: SearchStats = field(default_factory=SearchStats)
+
+    def to_result(self, config: SearchConfig, value_given: bool) -> SearchResult:
+        """This tree as a ``SearchResult``: decided from the tree as the local driver decides
+        (``search.result.result_from_tree``), with the worker's counters. The one conversion the service and
+        the benchmarks use."""
+        return result_from_tree(self.task_id, self.tree, config, self.stats, value_given=value_given,
+                                error=self.error, notes=[f"solved on Ray worker {self.worker}"],
+                                files=dict(self.files))
 
 
 @dataclass
@@ -83,9 +101,9 @@ def engine_solve(tasks: Iterable[Task], context: WorkerContext) -> Iterator[Any]
                       seed=context.seed)
 
 
-def best_reward(tree: Any) -> float | None:
+def best_reward(tree: Tree) -> float | None:
     """The highest evaluation among the tree's answer nodes (None when no answer was reached)."""
-    values = [n.evaluation for n in getattr(tree, "nodes", ()) if n.is_answer and n.evaluation is not None]
+    values = [n.evaluation for n in tree.nodes if n.is_answer and n.evaluation is not None]
     return max(values) if values else None
 
 
@@ -154,8 +172,6 @@ class PolicyServer:
     each already a batch of many trees' histories."""
 
     def __init__(self, spec: str) -> None:
-        from jupiter.llm import load_policy
-
         self._policy = load_policy(spec)
 
     def generate(self, histories: list[list[Message]], params: Any) -> list[list[Any]]:
@@ -165,20 +181,11 @@ class PolicyServer:
         return self._policy.stats()
 
 
-def load_value_scorer(directory: str) -> Any:
-    """``value_model.ValueScorer.load(directory)``; the error names what is missing."""
-    try:
-        from value_model import ValueScorer  # type: ignore[attr-defined]
-    except ImportError as exc:
-        raise RuntimeError(f"--value-model {directory}: value_model.ValueScorer is not available ({exc})") from exc
-    return ValueScorer.load(directory)
-
-
 class ValueServer:
     """A shared value scorer behind the ``Value`` protocol: ``evaluate(histories) -> list[float]``."""
 
     def __init__(self, directory: str) -> None:
-        self._scorer = load_value_scorer(directory)
+        self._scorer = load_value(directory)
 
     def evaluate(self, histories: list[list[Message]]) -> list[float]:
         return [float(v) for v in self._scorer.evaluate(histories)]
@@ -200,23 +207,18 @@ class TreeWorker:
         if policy_handle is not None:
             policy: Any = RemotePolicy(policy_handle)
         else:
-            from jupiter.llm import load_policy
-
             policy = load_policy(policy_spec)  # type: ignore[arg-type]
 
         from search.file_capture import CapturingSandbox, SubmissionCapture
 
         self._capture = SubmissionCapture(capture_file) if capture_file else None
-
-        def sandbox_factory() -> Any:
-            from sandbox import Sandbox, SandboxConfig
-
-            box = Sandbox(sandbox_config if sandbox_config is not None else SandboxConfig())
-            return box if self._capture is None else CapturingSandbox(box, self._capture)
+        capture = self._capture
+        settings = sandbox_config if sandbox_config is not None else search_sandbox_config(config)
+        factory = sandbox_factory(settings, None if capture is None else lambda box: CapturingSandbox(box, capture))
 
         self.name = name
         self._solve = solve_fn or engine_solve
-        self._context = WorkerContext(worker=name, policy=policy, sandbox_factory=sandbox_factory, config=config,
+        self._context = WorkerContext(worker=name, policy=policy, sandbox_factory=factory, config=config,
                                       value=RemoteValue(value_handle) if value_handle is not None else None,
                                       seed=seed)
 
@@ -244,9 +246,9 @@ class TreeWorker:
             tree = result.tree
             files: dict[str, bytes] = {}
             if self._capture is not None:  # read before the executions (the capture's keys) are dropped below
-                files = submission_files(self._capture, getattr(tree, "nodes", ()))
-                self._capture.forget(getattr(tree, "nodes", ()))
-            for node in getattr(tree, "nodes", ()):
+                files = submission_files(self._capture, tree.nodes)
+                self._capture.forget(tree.nodes)
+            for node in tree.nodes:
                 node.state = None
                 node.execution = None
             stats = result.stats
@@ -263,4 +265,5 @@ class TreeWorker:
                 correct=result.correct,
                 error=result.error,
                 files=files,
+                stats=stats,
             )

@@ -44,6 +44,7 @@ from benchmarks.quality.value_arm import (TrainSettings, TrainSummary, collected
                                           split_halves, train_from_trees)
 from jupiter.task import Task
 from search import SearchConfig, react_config, vote_config
+from search.profiles import resolve_profile
 
 log = logging.getLogger("benchmarks.quality")
 
@@ -52,19 +53,11 @@ __all__ = ["main", "mcts_config", "collect_config", "ordered_questions", "run_se
 
 def mcts_config(**overrides: Any) -> SearchConfig:
     """Inference without a value model: the ``paper`` profile (c_puct 0, answer by vote)."""
-    try:
-        from search.profiles import resolve_profile
-    except ImportError:  # before the profiles landed
-        return SearchConfig(mode="infer", c_puct=0.0, decision="vote").replace(**overrides)
     return resolve_profile("paper", "infer", **overrides)
 
 
 def collect_config(**overrides: Any) -> SearchConfig:
     """The paper's collection settings (c_puct 1.25, temperature 1, rewards from the label)."""
-    try:
-        from search.profiles import resolve_profile
-    except ImportError:
-        return SearchConfig(mode="collect", c_puct=1.25, temperature=1.0, iterations=50).replace(**overrides)
     return resolve_profile("paper", "collect", **overrides)
 
 

@@ -154,6 +154,6 @@ def finished_training(out_dir: Path, settings: TrainSettings) -> TrainSummary | 
 
 def load_scorer(model_dir: str | Path, device: str = "cpu") -> Any:
     """The trained model as the search's ``Value`` (batched, cached)."""
-    from value_model.scorer import ValueScorer
+    from search.loaders import load_value
 
-    return ValueScorer.load(model_dir, device=device, batch_size=8)
+    return load_value(model_dir, device=device, batch_size=8)

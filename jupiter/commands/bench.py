@@ -117,19 +117,6 @@ def _fit_context(config: Any, policy: Any) -> Any:
     return config.replace(context_limit=window)
 
 
-def _value(path: Path | None) -> Any:
-    """The value model at ``path`` (None without one)."""
-    if path is None:
-        return None
-    if not path.exists():
-        raise TaskError(f"--value-model: {path} not found")
-    try:
-        from value_model import ValueScorer
-    except ImportError as exc:
-        raise TaskError(f"--value-model: value_model.ValueScorer is not available here ({exc})") from None
-    return ValueScorer.load(path)
-
-
 def _out_dir(args: argparse.Namespace, benchmark: str) -> Path:
     if args.out is not None:
         return args.out
@@ -214,13 +201,14 @@ def _run(args: argparse.Namespace, benchmark: str, go: Any) -> int:
         print(f"jupiter bench: error: {exc}", file=sys.stderr)
         return 2
     from jupiter.llm import PolicyError, load_policy
+    from search.loaders import load_value
 
     # On Ray the workers load the policy and the value model themselves; the driver needs the policy only for
     # DSBench's task simplification (one call per task; --no-simplify skips it).
     simplify_here = benchmark == "dsbench" and not getattr(args, "no_simplify", False)
     if args.ray and not simplify_here:
         return go(config, None, None, out_dir, solver, write_run_info)
-    value = None if args.ray else _value(args.value_model)
+    value = None if args.ray else load_value(args.value_model)
     try:
         policy = load_policy(args.llm)
     except PolicyError as exc:
@@ -230,9 +218,7 @@ def _run(args: argparse.Namespace, benchmark: str, go: Any) -> int:
     try:
         return go(config, policy, value, out_dir, solver, write_run_info)
     finally:
-        close = getattr(policy, "close", None)
-        if callable(close):
-            close()
+        policy.close()
 
 
 # --------------------------------------------------------------------------------------------- commands

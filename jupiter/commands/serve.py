@@ -118,36 +118,22 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from jupiter.serve.app import create_app
+    from jupiter.serve.backend import start_backend
+    from jupiter.serve.driver_process import DriverStartError
+    from search.loaders import LoadError
 
     logging.getLogger("jupiter").setLevel(logging.INFO)
-    policy, value, driver = None, None, None
-    if config.ray_address is None and config.driver == "process":  # the child loads the policy
-        from jupiter.serve.driver_process import DriverProcess, DriverStartError
-
-        try:
-            driver = DriverProcess(config).start()
-        except DriverStartError as exc:
-            print(f"jupiter serve: error: {exc}", file=sys.stderr)
-            return 2
-    elif config.ray_address is None:  # in Ray mode the workers load it
-        from jupiter.llm import load_policy
-
-        try:
-            policy = load_policy(config.llm)
-        except PolicyError as exc:
-            print(f"jupiter serve: error: --llm: {exc}", file=sys.stderr)
-            return 2
-    if config.value_model is not None and config.ray_address is None and driver is None:
-        from jupiter.serve.app import load_value
-
-        try:
-            value = load_value(config.value_model)
-        except ImportError as exc:
-            print(f"jupiter serve: error: --value-model: value_model is not available here ({exc}); install "
-                  "the 'train' extra or run without --value-model", file=sys.stderr)
-            return 2
     try:
-        app = create_app(config, policy=policy, value=value, driver=driver)
+        backend = start_backend(config)
+    except (DriverStartError, LoadError) as exc:
+        print(f"jupiter serve: error: {exc}", file=sys.stderr)
+        return 2
+    except PolicyError as exc:
+        print(f"jupiter serve: error: --llm: {exc}", file=sys.stderr)
+        return 2
+    driver = backend.driver
+    try:
+        app = create_app(config, policy=backend.policy, value=backend.value, driver=driver)
         print(f"jupiter serve: http://{config.host}:{config.port}/ (database {config.db})", file=sys.stderr)
         uvicorn.run(app, host=config.host, port=config.port, log_level="warning", timeout_graceful_shutdown=10)
     except PolicyError as exc:

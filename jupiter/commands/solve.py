@@ -81,18 +81,6 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load_value(path: Path) -> Any:
-    if not path.is_dir():
-        raise TaskError(f"--value-model {path}: folder not found")
-    try:
-        from value_model import ValueScorer  # heavy (torch): imported only when asked for
-    except ImportError as exc:
-        raise TaskError(f"--value-model: value_model.ValueScorer is not available here ({exc}); "
-                        "install the 'train' extra or run without --value-model") from None
-    loader = getattr(ValueScorer, "load", None)
-    return loader(path) if callable(loader) else ValueScorer(path)
-
-
 def _config(args: argparse.Namespace, has_value: bool) -> tuple[Any, list[str]]:
     """The search settings (profile + flags) and notes for result.json on what they mean for this run."""
     from search import Mode
@@ -128,15 +116,8 @@ def _partial_result(latest: list[Any], config: Any, has_value: bool, error: str 
                             interrupted=True)
 
 
-def _policy_stats(policy: Any) -> dict[str, Any] | None:
-    stats = getattr(policy, "stats", None)
-    if not callable(stats):
-        return None
-    value = stats()
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    return dict(vars(value)) if hasattr(value, "__dict__") else {"stats": str(value)}
+def _policy_stats(policy: Any) -> dict[str, Any]:
+    return policy.stats().to_dict()
 
 
 def _with_setup(task: Any, setup: Path | None) -> Any:
@@ -165,7 +146,7 @@ def run_batch_on_ray(args: argparse.Namespace) -> int:
         unlabeled = [t.id for t in tasks if t.label is None]
         if unlabeled:
             raise TaskError(f"{args.task}: --mode collect needs labels; no label for {', '.join(unlabeled[:5])}")
-    if args.value_model is not None and not args.value_model.is_dir():
+    if args.value_model is not None and not args.value_model.is_dir():  # the workers load it: say so now
         raise TaskError(f"--value-model {args.value_model}: folder not found")
     from search.ray_driver import solve_tasks_ray
 
@@ -175,8 +156,7 @@ def run_batch_on_ray(args: argparse.Namespace) -> int:
                               workers=args.workers, seed=args.seed, progress=not args.no_progress)
     for note in notes:
         log.info(note)
-    to_dict = getattr(summary, "to_dict", None)
-    print(json.dumps(to_dict() if callable(to_dict) else vars(summary), default=str))
+    print(json.dumps(summary.to_dict(), default=str))
     print(f"wrote {out}", file=sys.stderr)
     if summary.tree_errors or summary.gave_up:
         print(f"jupiter: error: {_ray_failure_line(out, [t.id for t in tasks], args.llm)}", file=sys.stderr)
@@ -204,7 +184,7 @@ def _ray_failure_line(out: Path, task_ids: list[str], llm: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if getattr(args, "server", None):
+    if args.server:
         from jupiter.commands.solve_remote import run_remote
 
         return run_remote(args)
@@ -222,11 +202,12 @@ def run(args: argparse.Namespace) -> int:
     folder = check_run_folder(out, force=args.force)  # before any model loads: a bad --out fails at once
     console_log.log_to(out)  # other programs' output ends in OUT/jupiter.log
     from jupiter.llm import PolicyError, load_policy
-    from sandbox import Sandbox, SandboxConfig
+    from sandbox import Sandbox
     from search import Mode, run_search
+    from search.loaders import load_value, sandbox_config
     from search.outputs import write_outputs
 
-    value = _load_value(args.value_model) if args.value_model is not None else None
+    value = load_value(args.value_model)
     config, notes = _config(args, value is not None)
     if config.mode is Mode.COLLECT and task.label is None:
         raise TaskError(f"{args.task}: --mode collect needs a task with a label")
@@ -261,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
     closers: list[threading.Thread] = []  # a second Ctrl-C's sandbox close: waited for before exiting
     with StopSignals("the search") as signals:
         try:
-            with Sandbox(SandboxConfig(timeout_s=config.cell_timeout)) as sandbox:
+            with Sandbox(sandbox_config(config)) as sandbox:
                 # a second Ctrl-C ends the running cells' processes (their step is dropped), so the driver
                 # need not wait for them; closing on its own thread, as the handler may interrupt a lock holder
                 def close_now() -> None:
@@ -287,9 +268,7 @@ def run(args: argparse.Namespace) -> int:
                                             "policy_stats": _policy_stats(policy)})
         finally:
             bar.close()
-            close = getattr(policy, "close", None)
-            if callable(close):
-                close()
+            policy.close()
             for closer in closers:  # no runtime process may outlive us
                 closer.join(timeout=60)
     if failure is not None:

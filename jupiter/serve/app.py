@@ -20,7 +20,6 @@ import functools
 import gc
 import json
 import logging
-import math
 import os
 import shutil
 import sys
@@ -41,18 +40,19 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from jupiter import __version__
 from jupiter.serve.auth import TokenAuth
 from jupiter.serve.config import ServeConfig
+from jupiter.serve.backend import start_backend
 from jupiter.serve.driver_process import DriverProcess
 from jupiter.serve.events import Event, EventHub, EventType, node_events_from_tree_dict
 from jupiter.serve.jobs import (JobPaths, JobSpec, SubmissionError, as_job_task, check_file_name,
                                 effective_settings, job_paths, load_job_task, parse_settings, parse_task_json,
                                 search_config)
-from jupiter.serve.metrics import MetricsSnapshot, render_metrics
+from jupiter.serve.metrics import MetricsSnapshot, cache_hit_rate, render_metrics
 from jupiter.serve.scheduler import Scheduler
 from jupiter.serve.store import JobRecord, JobStatus, JobStore
 from jupiter.serve.timing import ServerTiming
 from search.settings import JobSettings
 
-__all__ = ["create_app", "ServerState", "load_value", "warm_up"]
+__all__ = ["create_app", "ServerState", "warm_up"]
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class ServerState:
             nodes_per_second=nodes_rate,
             tokens_per_second=tokens_rate,
             prefix_cache_hit_rate=(self.driver.cache_hit_rate if self.driver is not None
-                                   else _cache_hit_rate(self.policy)),
+                                   else cache_hit_rate(self.policy)),
             sandbox_states=self.scheduler.sandbox_states(),
             failures_by_type=dict(self.scheduler.failures),
         )
@@ -161,27 +161,8 @@ class ServerState:
         self.store.close()
 
 
-def _cache_hit_rate(policy: Any) -> float | None:
-    stats = getattr(policy, "stats", None)
-    if not callable(stats):
-        return None
-    try:
-        rate = getattr(stats(), "prefix_cache_hit_rate", None)
-    except Exception:  # a remote policy that cannot answer: unknown
-        return None
-    return None if rate is None or not math.isfinite(float(rate)) else float(rate)
-
-
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
-
-
-def load_value(path: Path) -> Any:
-    """The value scorer of a trained value-model folder (imports torch: only with --value-model)."""
-    from value_model import ValueScorer  # heavy (torch): only with --value-model
-
-    loader = getattr(ValueScorer, "load", None)
-    return loader(path) if callable(loader) else ValueScorer(path)
 
 
 def warm_up(config: ServeConfig, trees_here: bool) -> None:
@@ -215,14 +196,9 @@ def create_app(config: ServeConfig, policy: Any = None, value: Any = None,
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         nonlocal policy, value, driver
         local = config.ray_address is None
-        if driver is None and policy is None and local and config.driver == "process":
-            driver = await asyncio.to_thread(DriverProcess(config).start)
-        if driver is None and policy is None and local:
-            from jupiter.llm import load_policy
-
-            policy = load_policy(config.llm)
-        if driver is None and value is None and config.value_model is not None and local:
-            value = load_value(config.value_model)
+        if driver is None and policy is None:
+            backend = await asyncio.to_thread(start_backend, config)
+            policy, value, driver = backend.policy, backend.value, backend.driver
         if config.ray_address is not None:
             _connect_ray(config.ray_address)
         await asyncio.to_thread(warm_up, config, driver is None and local)
@@ -245,9 +221,8 @@ def create_app(config: ServeConfig, policy: Any = None, value: Any = None,
             if gc_task is not None:
                 gc_task.cancel()
             await asyncio.to_thread(state.close)
-            close = getattr(policy, "close", None)
-            if callable(close):
-                close()
+            if policy is not None:
+                policy.close()
             if config.ray_address is not None:
                 import ray
 

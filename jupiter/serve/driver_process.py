@@ -317,22 +317,20 @@ def _child_main(conn: Any, config: ServeConfig) -> None:
         except (OSError, EOFError, ValueError):
             pass
 
-    try:
-        from jupiter.llm import load_policy
+    from jupiter.llm import load_policy
+    from search.loaders import load_value
 
+    try:
         policy = load_policy(config.llm)
     except Exception as exc:
         send(("failed", "llm", str(exc) or type(exc).__name__))
         return
-    value = None
-    if config.value_model is not None:
-        try:
-            from jupiter.serve.app import load_value
-
-            value = load_value(config.value_model)
-        except Exception as exc:
-            send(("failed", "value-model", f"{type(exc).__name__}: {exc}"))
-            return
+    try:
+        value = load_value(config.value_model)
+    except Exception as exc:
+        send(("failed", "value-model", f"{type(exc).__name__}: {exc}"))
+        policy.close()
+        return
     from jupiter.serve.scheduler import Scheduler, preload
     from jupiter.serve.store import JobStore
 
@@ -363,18 +361,16 @@ def _child_main(conn: Any, config: ServeConfig) -> None:
         stop.set()
         scheduler.shutdown()
         store.close()
-        close = getattr(policy, "close", None)
-        if callable(close):
-            close()
+        policy.close()
 
 
 def _report_stats(scheduler: Any, policy: Any, send: Callable[[tuple], None], stop: threading.Event) -> None:
-    from jupiter.serve.app import _cache_hit_rate
+    from jupiter.serve.metrics import cache_hit_rate
 
     while not stop.wait(_STATS_EVERY_S):
         try:
             send(("stats", {"running": scheduler.running, "sandbox_states": scheduler.sandbox_states(),
                             "rates": scheduler.meter.rates(), "failures": dict(scheduler.failures),
-                            "cache_hit_rate": _cache_hit_rate(policy)}))
+                            "cache_hit_rate": cache_hit_rate(policy)}))
         except Exception:  # a sandbox or the policy closing under us: report next time
             log.debug("driver stats failed", exc_info=True)

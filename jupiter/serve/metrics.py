@@ -11,9 +11,9 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-__all__ = ["RateMeter", "MetricsSnapshot", "render_metrics"]
+__all__ = ["RateMeter", "MetricsSnapshot", "render_metrics", "cache_hit_rate"]
 
 
 class RateMeter:
@@ -92,3 +92,13 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
     lines += _metric("jupiter_failures_total", "counter", "Failures since start, by type.",
                      [(f'{{type="{_label(k)}"}}', v) for k, v in sorted(s.failures_by_type.items())])
     return "\n".join(lines) + "\n"
+
+
+def cache_hit_rate(policy: Any) -> float | None:
+    """The policy's prefix-cache hit rate (``PolicyStats.prefix_cache_hit_rate``); None when it has none or
+    cannot answer (a remote policy that is gone)."""
+    try:
+        rate = policy.stats().prefix_cache_hit_rate
+    except Exception:
+        return None
+    return None if rate is None or not math.isfinite(float(rate)) else float(rate)

@@ -162,13 +162,14 @@ class Scheduler:
     def for_server(cls, config: Any, store: JobStore, hub: Any, policy: Any, value: Any) -> "Scheduler":
         """The scheduler a ``jupiter serve`` with ``config`` (a ``ServeConfig``) runs, in its own process or in
         the driver process: one fork sandbox per tree, with the server's cell timeout and niceness."""
-        from sandbox import Sandbox, SandboxConfig
+        from sandbox import SandboxConfig
+        from search.loaders import sandbox_factory
 
         # niceness: a driver process is niced itself, but each sandbox runs in a session of its own, which the
         # kernel may schedule as one group (sched_autogroup): the sandbox sets its session's share too
         options: dict[str, Any] = {"timeout_s": config.cell_timeout} if config.cell_timeout else {}
         sandbox_config = SandboxConfig(nice=config.nice, **options)
-        return cls(store, hub, policy, lambda: Sandbox(sandbox_config), max_trees=config.max_trees, value=value,
+        return cls(store, hub, policy, sandbox_factory(sandbox_config), max_trees=config.max_trees, value=value,
                    llm_spec=config.llm, ray_address=config.ray_address, value_model=config.value_model,
                    sandbox_config=sandbox_config)
 
@@ -360,9 +361,9 @@ class Scheduler:
                 log.exception("job %s: writing the outputs failed", job_id)
                 status, error = JobStatus.FAILED, f"writing the outputs failed: {type(exc).__name__}: {exc}"
             stats = result.stats
-            self.failures["infrastructure"] += int(getattr(stats, "infrastructure_failures", 0))
-            self.failures["model"] += int(getattr(stats, "model_failures", 0))
-            self.failures["code_error"] += int(getattr(stats, "code_errors", 0))
+            self.failures["infrastructure"] += stats.infrastructure_failures
+            self.failures["model"] += stats.model_failures
+            self.failures["code_error"] += stats.code_errors
             if status is JobStatus.FAILED:
                 self.failures["job"] += 1
             progress = _progress(stats, result.tree)
@@ -417,7 +418,7 @@ class Scheduler:
         batch = specs[0].paths.root.parent / "_ray" / f"batch-{specs[0].job_id}"
 
         def outcome(item: Any) -> None:
-            result = _result_from_outcome(item, lane.config, self.value_model is not None)
+            result = item.to_result(lane.config, self.value_model is not None)
             if item.task_id in lane.in_flight:  # the tree arrives whole: its nodes, then the end
                 events = [Event(EventType.NODE, node_event(n)) for n in result.tree.nodes]
                 events.append(Event(EventType.ITERATION, _progress(result.stats, result.tree)))
@@ -430,38 +431,6 @@ class Scheduler:
         for job_id in list(lane.in_flight):
             if job_id in {s.job_id for s in specs}:
                 self._fail(lane, job_id, "the Ray run ended without this tree")
-
-
-def _result_from_outcome(outcome: Any, config: Any, value_given: bool) -> Any:
-    """A ``SearchResult`` for a tree that came back from a Ray worker (decided here, as the driver decides)."""
-    from search.result import SearchStats
-
-    tree = outcome.tree
-    stats = SearchStats()
-    stats.nodes = int(outcome.nodes)
-    stats.wall_seconds = float(outcome.seconds)
-    stats.answers = sum(1 for n in tree.nodes if n.is_answer)
-    stats.iterations = sum(1 for n in tree.nodes if n.expanded)
-    notes = [f"solved on Ray worker {outcome.worker}"]
-    try:
-        from search.result import result_from_tree
-    except ImportError:  # an older search package: decide here the way its driver does
-        return _decided_here(outcome, config, stats, notes)
-    return result_from_tree(outcome.task_id, tree, config, stats, value_given=value_given, error=outcome.error,
-                            notes=notes, files=dict(outcome.files or {}))
-
-
-def _decided_here(outcome: Any, config: Any, stats: Any, notes: list[str]) -> Any:
-    from search.config import Decision
-    from search.decide import decide
-    from search.result import SearchResult
-
-    verdict = decide(outcome.tree.answers())
-    decision = Decision.VOTE if config.decision is Decision.AUTO else config.decision
-    return SearchResult(task_id=outcome.task_id, answer=outcome.answer, decided_by=decision.value,
-                        vote_answer=verdict.vote.answer if verdict.vote else None, value_answer=None,
-                        verdict=verdict, tree=outcome.tree, config=config, stats=stats, error=outcome.error,
-                        notes=notes, files=dict(outcome.files or {}))
 
 
 def _write_partial(tree: Any, spec: JobSpec, progress: dict[str, int]) -> None:
