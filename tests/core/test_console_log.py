@@ -32,12 +32,18 @@ def load_policy(spec, *args, **kwargs):
     print("noisylib: tcmalloc is not in LD_PRELOAD")
     warnings.warn("noisylib: this argument is deprecated", FutureWarning)
     logging.getLogger("noisylib").warning("noisylib: NUMA node 0 has 2 CPUs")
+    engine = logging.getLogger("noisylib.engine")  # a handler of its own on sys.stderr, as vLLM's logger has
+    engine.propagate = False
+    if not engine.handlers:
+        engine.addHandler(logging.StreamHandler())
+    engine.warning("noisylib: its own handler's hint")
     os.write(2, b"noisylib: written below Python\\n")
     subprocess.run(["sh", "-c", "echo noisylib: a child process >&2"], check=True)
     for _ in tqdm(range(3), desc="noisylib converting"):
         pass
     if os.environ.get("NOISYLIB_FAIL"):
         logging.getLogger("noisylib").error("noisylib: the engine died")
+        engine.error("noisylib: its own handler's error")
         os.write(2, b"noisylib: the engine's last words\\n")
         raise RuntimeError("noisylib: engine core failed")
     return _load(spec, *args, **kwargs)
@@ -46,7 +52,8 @@ def load_policy(spec, *args, **kwargs):
 jupiter.llm.load_policy = jupiter.llm.spec.load_policy = load_policy
 '''
 
-NOISE = ("tcmalloc", "deprecated", "NUMA", "below Python", "a child process", "noisylib converting")
+NOISE = ("tcmalloc", "deprecated", "NUMA", "own handler's hint", "below Python", "a child process",
+         "noisylib converting")
 
 
 def solve(tmp_path: Path, *flags: str, verbose: bool = False, fail: bool = False) -> subprocess.CompletedProcess:
@@ -96,6 +103,7 @@ def test_a_failure_shows_what_the_other_programs_printed(tmp_path: Path) -> None
     done = solve(tmp_path, "--out", str(out), fail=True)
     assert done.returncode != 0
     assert "noisylib: the engine died" in done.stderr  # an error record reaches the console as it happens
+    assert "noisylib: its own handler's error" in done.stderr  # also through a library's own handler
     assert "RuntimeError: noisylib: engine core failed" in done.stderr  # and the exception itself
     assert "noisylib: the engine's last words" in done.stderr  # the log's tail: nothing below Python is lost
     assert "jupiter.log" in done.stderr or "jupiter-" in done.stderr  # and where the whole log is
