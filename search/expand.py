@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 from jupiter.prompts import Message, ParsedReply, ReplyStatus, STOP_SEQUENCES, parse_reply
 
 from search.config import PriorRule, SearchConfig
-from search.protocols import CompletionLike
+from search.protocols import CompletionLike, ExecutionLike
 from search.puct import priors_from_logprobs
 from search.tree import Node, NodeStatus, TerminalReason
 
@@ -28,7 +28,6 @@ __all__ = [
     "check_limits",
     "apply_malformed",
     "estimate_tokens",
-    "is_infrastructure",
 ]
 
 
@@ -139,26 +138,13 @@ def classify_reply(draft: ChildDraft, malformed_terminal: bool = True,
     return node_status, (terminal if malformed_terminal else None)
 
 
-def is_infrastructure(exec_status: Any) -> bool:
-    """TIMEOUT / MEMORY_LIMIT / DISK_LIMIT / DIED: the sandbox's fault, never the model's."""
-    flag = getattr(exec_status, "is_infrastructure", None)
-    if flag is not None:
-        return bool(flag() if callable(flag) else flag)
-    return str(getattr(exec_status, "value", exec_status)).lower() in {"timeout", "memory_limit", "memory-limit",
-                                                                         "disk_limit", "died"}
-
-
-def _status_name(exec_status: Any) -> str:
-    return str(getattr(exec_status, "value", exec_status)).lower()
-
-
-def apply_execution(child: Node, parent: Node, execution: Any, config: SearchConfig) -> None:
+def apply_execution(child: Node, parent: Node, execution: ExecutionLike, config: SearchConfig) -> None:
     """Record a cell's outcome on ``child``: observation, outputs, status, error count, terminal reason."""
     child.execution = execution
-    child.exec_status = _status_name(execution.status)
-    child.outputs = list(getattr(execution, "outputs", []) or [])
+    child.exec_status = execution.status.value
+    child.outputs = list(execution.outputs)
     child.observation = execution.observation()
-    if is_infrastructure(execution.status):
+    if execution.status.is_infrastructure:  # TIMEOUT, MEMORY_LIMIT, DISK_LIMIT, DIED: never the model's fault
         child.status = NodeStatus.INFRASTRUCTURE
         child.terminal = TerminalReason.INFRASTRUCTURE
         return

@@ -40,11 +40,22 @@ class PolicyLike(Protocol):
     def generate(self, histories: list[list[Message]], params: Any) -> list[list[CompletionLike]]: ...
 
 
+class ExecStatusLike(Protocol):
+    """``sandbox.ExecStatus``: ``value`` is the name tree files record; ``is_infrastructure`` says the sandbox,
+    not the code, failed (timeout, memory or disk limit, a dead runtime)."""
+
+    @property
+    def value(self) -> str: ...
+
+    @property
+    def is_infrastructure(self) -> bool: ...
+
+
 @runtime_checkable
 class ExecutionLike(Protocol):
     """``sandbox.Execution``: the record of one cell run."""
 
-    status: Any  # sandbox.ExecStatus (OK | ERROR | TIMEOUT | MEMORY_LIMIT | DIED | TRUNCATED)
+    status: ExecStatusLike
     outputs: list[dict]
 
     def observation(self) -> str: ...

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from jupiter.llm import ReplayPolicy
 from jupiter.task import Task
+from sandbox import ExecStatus
 from search import SearchConfig, solve_many
 
 STEP = "Thought: keep going.\nAction:\n```python\nx = {i}\n```"
@@ -30,7 +31,7 @@ REPLIES = [STEP.format(i=i) for i in range(3)] + ["Thought: done.\nFormatted ans
 
 @dataclass
 class _Execution:
-    status: str = "ok"
+    status: ExecStatus = ExecStatus.OK
     outputs: tuple = ()
 
     def observation(self) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from jupiter.answers import reward
+from sandbox import ExecStatus
 from search import SearchConfig, SearchResult, react_config, solve_many, vote_config
 
 from benchmarks.paths import default_data_dir
@@ -32,12 +33,12 @@ __all__ = ["StatusNotebook", "variants", "run_variant", "main"]
 
 @dataclass(frozen=True)
 class _Execution:
-    status: str
+    status: ExecStatus
     outputs: tuple = ()
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is ExecStatus.OK
 
     def observation(self, max_chars: int | None = None) -> str:
         return "" if self.ok else "Error"
@@ -51,7 +52,7 @@ class _State:
         return _State(self.errors)
 
     def run(self, code: str, timeout: float | None = None) -> _Execution:
-        return _Execution("error" if code in self.errors else "ok")
+        return _Execution(ExecStatus.ERROR if code in self.errors else ExecStatus.OK)
 
     def close(self) -> None:
         pass

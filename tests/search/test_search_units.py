@@ -152,9 +152,3 @@ def test_vote_ties_go_to_higher_mean_value_then_earliest():
     assert decide(_answers(("@m[1]", 0.5), ("@m[2]", 0.5))).by_value.answer == "@m[1]"
     empty = decide([])
     assert empty.vote is None and empty.by_value is None and empty.vote_table == ()
-
-
-def test_a_disk_limit_read_back_as_a_string_is_the_sandbox_s_fault():
-    from search.expand import is_infrastructure
-
-    assert is_infrastructure("disk_limit") and is_infrastructure("DIED") and not is_infrastructure("error")
