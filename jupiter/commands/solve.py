@@ -15,6 +15,7 @@ import re
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from jupiter.commands.outputs import RunFolderState, check_output_folder, check_
 from jupiter.commands.search_args import add_search_arguments, config_from_args, print_config
 from jupiter.task import TaskError, load_task_file
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "solve_local", "solve_on_ray"]
 
 log = logging.getLogger(__name__)
 
@@ -116,10 +117,6 @@ def _partial_result(latest: list[Any], config: Any, has_value: bool, error: str 
                             interrupted=True)
 
 
-def _policy_stats(policy: Any) -> dict[str, Any]:
-    return policy.stats().to_dict()
-
-
 def _with_setup(task: Any, setup: Path | None) -> Any:
     """``task`` with the ``--setup`` file's code as its setup cell (unchanged without ``--setup``)."""
     if setup is None:
@@ -133,23 +130,31 @@ def _with_setup(task: Any, setup: Path | None) -> Any:
     return task.replace(setup=code)
 
 
-def run_batch_on_ray(args: argparse.Namespace) -> int:
-    """``--ray``: many tasks through the same machinery as ``search/collect.py``."""
+def solve_on_ray(args: argparse.Namespace) -> int:
+    """``--ray``: every task of the file on Ray (the machinery of ``search/collect.py``); a rerun resumes.
+
+    parse the tasks → settings → Ray (its workers load the policy and the value model) → summary.
+    """
     import os
 
     from jupiter.task import load_tasks
     from search import Mode
+    from search.ray_driver import solve_tasks_ray
 
-    tasks = [_with_setup(t, args.setup) for t in load_tasks(args.task, data_dir=args.data_dir, labels=args.labels)]
     config, notes = _config(args, args.value_model is not None)
+    if args.print_config:
+        print_config(args, config)
+        return 0
+    if args.out is not None:
+        check_output_folder(args.out)  # resumable: earlier trees stay, but it must be a writable folder
+    args.interrupted_note = "finished trees are saved in the output folder; rerun the same command to resume"
+    tasks = [_with_setup(t, args.setup) for t in load_tasks(args.task, data_dir=args.data_dir, labels=args.labels)]
     if config.mode is Mode.COLLECT:
         unlabeled = [t.id for t in tasks if t.label is None]
         if unlabeled:
             raise TaskError(f"{args.task}: --mode collect needs labels; no label for {', '.join(unlabeled[:5])}")
     if args.value_model is not None and not args.value_model.is_dir():  # the workers load it: say so now
         raise TaskError(f"--value-model {args.value_model}: folder not found")
-    from search.ray_driver import solve_tasks_ray
-
     out = args.out or Path("runs") / f"batch-{time.strftime('%Y%m%d-%H%M%S')}"
     summary = solve_tasks_ray(tasks, args.llm, config, out, value_model=args.value_model,
                               address=args.ray_address or os.environ.get("RAY_ADDRESS"),
@@ -184,29 +189,28 @@ def _ray_failure_line(out: Path, task_ids: list[str], llm: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The ``solve`` command: on a server (``--server``), on Ray (``--ray``) or here — three separate paths."""
     if args.server:
         from jupiter.commands.solve_remote import run_remote
 
         return run_remote(args)
+    return solve_on_ray(args) if args.ray else solve_local(args)
+
+
+def solve_local(args: argparse.Namespace) -> int:
+    """One task in this process: parse → settings → policy → search → write, then the exit code."""
+    from jupiter.llm import PolicyError, load_policy
+    from jupiter.llm.spec import PolicyChoice, describe_policy
+    from search import Mode
+    from search.loaders import load_value
+
     if args.print_config:
-        config, _ = _config(args, args.value_model is not None)
-        print_config(args, config)
+        print_config(args, _config(args, args.value_model is not None)[0])
         return 0
-    if args.ray:
-        if args.out is not None:
-            check_output_folder(args.out)  # resumable: earlier trees stay, but it must be a writable folder
-        args.interrupted_note = "finished trees are saved in the output folder; rerun the same command to resume"
-        return run_batch_on_ray(args)
     task = _with_setup(load_task_file(args.task, data_dir=args.data_dir), args.setup)
     out = _out_dir(args, task.id)
     folder = check_run_folder(out, force=args.force)  # before any model loads: a bad --out fails at once
     console_log.log_to(out)  # other programs' output ends in OUT/jupiter.log
-    from jupiter.llm import PolicyError, load_policy
-    from sandbox import Sandbox
-    from search import Mode, run_search
-    from search.loaders import load_value, sandbox_config
-    from search.outputs import write_outputs
-
     value = load_value(args.value_model)
     config, notes = _config(args, value is not None)
     if config.mode is Mode.COLLECT and task.label is None:
@@ -215,15 +219,41 @@ def run(args: argparse.Namespace) -> int:
         policy = load_policy(args.llm)
     except PolicyError as exc:
         return _fail(f"--llm: {exc}")
-    from jupiter.llm.spec import PolicyChoice, describe_policy
-
     llm_backend = describe_policy(policy)  # which backend `default` picked, and why
     print(PolicyChoice(**llm_backend).line(), file=sys.stderr)
     if folder.state is RunFolderState.INTERRUPTED:
         previous = move_previous_run(out)
         print(f"jupiter: {out} holds an interrupted run; starting over (a half-searched tree cannot be resumed), "
               f"its files are kept in {previous}", file=sys.stderr)
+    try:
+        run = _search_and_write(task, policy, value, config, args, out,
+                                notes, {"llm": args.llm, "llm_backend": llm_backend})
+    finally:
+        policy.close()
+    return _exit_code(run, task.id, out)
+
+
+@dataclass
+class _LocalRun:
+    """How a local search ended: its result (None when the policy failed before any step finished), the
+    policy failure that ended it, and whether a stop was asked for."""
+
+    result: Any
+    failure: str | None
+    stopped: bool
+
+
+def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: argparse.Namespace, out: Path,
+                      notes: list[str], extra: dict[str, Any]) -> _LocalRun:
+    """Search ``task`` in a fresh sandbox, with a progress bar and Ctrl-C handling, and write its files into
+    ``out`` (also the tree so far when the policy fails or a stop comes outside a step)."""
     from tqdm import tqdm
+
+    from jupiter.llm import PolicyError
+    from sandbox import Sandbox
+    from search import run_search
+    from search.loaders import sandbox_config
+    from search.outputs import write_outputs
 
     bar = tqdm(total=config.iterations, desc=f"solve {task.id}", unit="it", file=sys.stderr,
                disable=args.no_progress)
@@ -254,9 +284,10 @@ def run(args: argparse.Namespace) -> int:
                     result = run_search(task, policy, sandbox, config, value=value, seed=args.seed,
                                         on_step=progress, on_update=keep, stop=signals.stop)
                 except PolicyError as exc:  # the tree so far is still worth writing
-                    failure = f"the policy failed: {llm_backend.get('backend', '?')} (--llm {args.llm}): {exc}"
+                    failure = (f"the policy failed: {extra['llm_backend'].get('backend', '?')} (--llm {args.llm}): "
+                               f"{exc}")
                     if not latest:
-                        return _fail(failure)
+                        return _LocalRun(None, failure, signals.requested)
                     result = _partial_result(latest, config, value is not None, failure, started)
                 except KeyboardInterrupt:  # raised outside a step (the driver handles the ones inside)
                     if not latest:
@@ -264,23 +295,29 @@ def run(args: argparse.Namespace) -> int:
                     result = _partial_result(latest, config, value is not None, None, started)
                 signals.writing = True
                 result.notes.extend(notes)
-                write_outputs(result, out, {"llm": args.llm, "llm_backend": llm_backend,
-                                            "policy_stats": _policy_stats(policy)})
+                write_outputs(result, out, dict(extra, policy_stats=policy.stats().to_dict()))
         finally:
             bar.close()
-            policy.close()
             for closer in closers:  # no runtime process may outlive us
                 closer.join(timeout=60)
-    if failure is not None:
-        return _fail(f"{failure}; the tree so far is in {out}")
-    if result.interrupted or signals.requested:
+    return _LocalRun(result, failure, signals.requested)
+
+
+def _exit_code(run: _LocalRun, task_id: str, out: Path) -> int:
+    """Say how the local run ended (the answer on stdout, the rest on stderr) and return the exit code."""
+    if run.result is None:
+        return _fail(str(run.failure))
+    if run.failure is not None:
+        return _fail(f"{run.failure}; the tree so far is in {out}")
+    result = run.result
+    if result.interrupted or run.stopped:
         print(result.answer if result.answer is not None else "no answer found")
         print(f"jupiter: interrupted; wrote the tree so far and the best answer so far to {out} (result.json has "
               "\"interrupted\": true). A rerun with the same --out starts over and keeps these files in "
               "previous-<time>/", file=sys.stderr)
         return EXIT_INTERRUPTED
     if result.error:
-        return _fail(f"{task.id}: {result.error}")
+        return _fail(f"{task_id}: {result.error}")
     print(result.answer if result.answer is not None else "no answer found")
     print(f"wrote {out}", file=sys.stderr)
     return 0 if result.answer is not None else 1
