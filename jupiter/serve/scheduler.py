@@ -221,9 +221,8 @@ class Scheduler:
         """Live notebook states over every open sandbox (a process each on the fork backend)."""
         total = 0
         for box in list(self._sandboxes):
-            stats = getattr(box, "stats", None)
             try:
-                total += int(stats().live_states) if callable(stats) else 0
+                total += box.stats().live_states
             except Exception:  # a sandbox closing under us: it holds no state any more
                 continue
         return total
