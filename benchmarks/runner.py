@@ -28,7 +28,7 @@ from jupiter.task import Task
 from benchmarks.records import (FAILURE_FILE, FailureSource, ResultsLog, RunFailure, TaskRecord, clear_failure,
                                 write_failure)
 
-__all__ = ["RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailableError", "write_run_info", "sandbox_factory",
+__all__ = ["RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailableError", "write_run_info",
            "record_failure", "describe_backend"]
 
 log = logging.getLogger(__name__)
@@ -92,13 +92,6 @@ def solver_for(ray: bool, llm_spec: str = "", value_model: str | Path | None = N
     from benchmarks.ray_solver import ray_solver
 
     return ray_solver(llm_spec, value_model, ray_dir, **ray_options)
-
-
-def sandbox_factory(cell_timeout: float) -> Callable[[], Any]:
-    """One fresh fork-backend sandbox per tree (the driver closes it when the tree finishes)."""
-    from sandbox import Sandbox, SandboxConfig
-
-    return lambda: Sandbox(SandboxConfig(timeout_s=cell_timeout))
 
 
 def _safe_name(task_id: str) -> str:

@@ -26,8 +26,9 @@ from benchmarks.dsbench.scoring import SubmissionScore, rpg, score_submission
 from benchmarks.dsbench.tasks import DsbenchSpec
 from benchmarks.records import ResultsLog, TaskRecord, iteration_numbers, read_failure, record_from_result, write_jsonl
 from benchmarks.report import write_report
-from benchmarks.runner import RunOptions, RunOutcome, run_loop, sandbox_factory
+from benchmarks.runner import RunOptions, RunOutcome, run_loop
 from search.file_capture import CapturingSandbox, SubmissionCapture, submission_files
+from search.loaders import sandbox_config, sandbox_factory
 
 __all__ = [
     "run_dabench",
@@ -85,7 +86,7 @@ def run_dabench(
             list(data.tasks),
             benchmark="dabench",
             policy=policy,
-            make_sandbox=make_sandbox or sandbox_factory(config.cell_timeout),
+            make_sandbox=make_sandbox or sandbox_factory(sandbox_config(config)),
             config=config,
             value=value,
             options=options,
@@ -155,7 +156,7 @@ def run_aime(
             list(tasks),
             benchmark="aime2025",
             policy=policy,
-            make_sandbox=make_sandbox or sandbox_factory(config.cell_timeout),
+            make_sandbox=make_sandbox or sandbox_factory(sandbox_config(config)),
             config=config,
             value=value,
             options=options,
@@ -366,7 +367,7 @@ def run_dsbench(
                                              model_key=model_key)
     tasks = [task_from_dsbench(data.root, s.name, description=descriptions.get(s.name)) for s in data.specs]
     capture = SubmissionCapture()
-    inner = make_sandbox or sandbox_factory(config.cell_timeout)
+    inner = make_sandbox or sandbox_factory(sandbox_config(config))
     by_name = {s.name: s for s in data.specs}
     try:
         outcome = run_loop(
