@@ -187,10 +187,9 @@ def _connect_ray(address: str) -> None:
 
 def create_app(config: ServeConfig, policy: Any = None, value: Any = None,
                driver: DriverProcess | None = None) -> FastAPI:
-    """The ASGI app. ``driver`` is a started ``DriverProcess`` (what ``jupiter serve`` gives); ``policy`` (and
-    ``value``) may instead be given already loaded, to run the trees in this process (tests). With neither,
-    the lifespan starts a driver process (``config.driver == "process"``) or loads ``config.llm`` here; in Ray
-    mode the workers load the policy."""
+    """The ASGI app. ``driver`` is a started ``DriverProcess``, or ``policy`` (and ``value``) are loaded, to run
+    the trees in this process (what ``jupiter serve``'s ``start_backend`` gave; tests pass their own). With
+    neither, the lifespan calls ``start_backend(config)`` itself; in Ray mode the workers load the policy."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
