@@ -71,19 +71,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.command not in QUIET_COMMANDS or args.verbose:
-            return int(args.handler(args) or 0)
+            return _run(args)
         with console_log.capture(args.out) as captured:
-            captured.exit_code = int(args.handler(args) or 0)
+            captured.exit_code = _run(args)
         return captured.exit_code
-    except TaskError as exc:
-        print(f"jupiter: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         # only commands whose outputs are resumable say so (set_defaults(interrupted_note=...)); a plain
         # `jupiter solve` saves its partial tree itself and never gets here once the search has started
         note = getattr(args, "interrupted_note", None)
         print(f"jupiter: interrupted; {note}" if note else "jupiter: interrupted", file=sys.stderr)
         return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command's exit code; bad input is one line and code 2 (inside the console capture: an explained
+    failure, not a crash)."""
+    try:
+        return int(args.handler(args) or 0)
+    except TaskError as exc:
+        print(f"jupiter: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

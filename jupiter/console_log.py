@@ -8,14 +8,20 @@ matter. While ``capture`` runs:
   processes such as compilers or Ray workers) lands there;
 - ``sys.stdout`` and ``sys.stderr`` become routers: text written by code of this project (print, its progress
   bars) goes to the terminal, text written by other libraries (their print, tqdm bars, warnings, their own log
-  handlers) to the log file. The writer is the nearest frame on the call stack outside the standard library and
-  tqdm, which is how a bar the project opened stays on the console while a library's bar does not;
+  handlers) to the log file. The writer is the nearest frame on the call stack outside the modules that only
+  carry text (the standard library, tqdm, stream wrappers such as colorama, Ray's replacement of ``print``),
+  which is how a bar the project opened stays on the console while a library's bar does not;
 - logging: records of this project at WARNING and above, and every record at ERROR and above whoever logs it,
   reach the console; the log file gets every record at INFO and above.
 
 A real error is never hidden: ERROR records of any library reach the console, even through a library's own
-handler; a command that fails (exit code 2 or more, or an exception) prints the log file's last lines and its
-path; fatal crashes (``faulthandler``) print to the console. ``jupiter -v`` does not capture at all.
+handler; an unexpected failure (an exception the command did not turn into a message) prints the log file's
+last lines and its path; fatal crashes (``faulthandler``) print to the console. A failure the command explained
+itself (exit code 2 or more) stays one line, plus one line saying where the log is: the log's tail would be
+noise there (a refused connection's retry warnings, say). ``jupiter -v`` does not capture at all.
+
+A stream a library kept while the capture ran (Ray's colorama keeps ``sys.stdout`` for its exit hook) still
+works afterwards: the routers then write to the streams the command started with.
 
 At the end the log file moves into the run folder the command named (``log_to``) as ``jupiter.log``; until then
 it lives in the temporary folder, so a run folder is never created or changed before the command writes it.
@@ -44,8 +50,10 @@ LOG_NAME = "jupiter.log"
 #: console script)
 OWN_PACKAGES = frozenset({"jupiter", "search", "sandbox", "value_model", "nbqa_pipeline", "benchmarks", "__main__"})
 
-#: modules that only carry text from the real writer (skipped when looking for who wrote it)
-_CARRIERS = frozenset(sys.stdlib_module_names) | {"tqdm"}
+#: top-level modules that only carry text from the real writer (skipped when looking for who wrote it)
+_CARRIERS = frozenset(sys.stdlib_module_names) | {"tqdm", "colorama"}
+#: single modules that do the same: Ray's driver replaces ``builtins.print`` with this module's ``safe_print``
+_CARRIER_MODULES = frozenset({"ray.experimental.tqdm_ray"})
 
 #: lines of the log shown on the console when a command fails
 TAIL_LINES = 30
@@ -53,8 +61,8 @@ TAIL_LINES = 30
 _FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
-def _top_module(frame: types.FrameType) -> str:
-    return str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
+def _module(frame: types.FrameType) -> str:
+    return str(frame.f_globals.get("__name__", ""))
 
 
 def _writer_is_ours(frame: types.FrameType | None) -> bool:
@@ -64,8 +72,9 @@ def _writer_is_ours(frame: types.FrameType | None) -> bool:
     a record at ERROR or above goes to the console whoever logged it. No deciding frame: the console.
     """
     while frame is not None:
-        top = _top_module(frame)
-        if top not in _CARRIERS:
+        module = _module(frame)
+        top = module.split(".", 1)[0]
+        if top not in _CARRIERS and module not in _CARRIER_MODULES:
             return top in OWN_PACKAGES
         if top == "logging" and frame.f_code.co_name == "emit":
             record = frame.f_locals.get("record")
@@ -82,6 +91,10 @@ class _Router(io.TextIOBase):
         super().__init__()
         self.console = console
         self.log = log
+
+    def release(self, stream: TextIO) -> None:
+        """After the capture: everything goes to ``stream`` (for a library that kept this router)."""
+        self.console = self.log = stream
 
     def write(self, text: str) -> int:
         target = self.console if _writer_is_ours(sys._getframe(1)) else self.log
@@ -132,8 +145,8 @@ EXIT_INTERRUPTED = 130
 class Capture:
     """One capture: where the log is, the run folder it moves into, and the command's exit code.
 
-    The command sets ``exit_code`` (``cli.main`` does): 2 or more, except 130 (interrupted), is a failure, and a
-    failure shows the log's last lines on the console.
+    The command sets ``exit_code`` (``cli.main`` does): 2 or more, except 130 (interrupted), is a failure the
+    command explained; the console then says where the log is (its tail is for unexpected failures).
     """
 
     path: Path
@@ -180,8 +193,8 @@ def capture(folder: str | Path | None = None) -> Iterator[Capture]:
 
     ``folder``: the run folder to move the log into at the end (``log_to`` may name it later). Replaces the
     root logger's handlers for the block; restores streams, descriptors and logging on the way out, then moves
-    the log (``_finish``). An exception other than KeyboardInterrupt, or a failing ``exit_code``, shows the
-    log's last lines.
+    the log (``_finish``). An exception other than KeyboardInterrupt shows the log's last lines; a failing
+    ``exit_code`` shows where the log is.
     """
     global _active
     handle, name = tempfile.mkstemp(prefix="jupiter-", suffix=".log")
@@ -194,7 +207,8 @@ def capture(folder: str | Path | None = None) -> Iterator[Capture]:
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     saved_streams = (sys.stdout, sys.stderr)
-    sys.stdout, sys.stderr = _Router(out, log), _Router(err, log)
+    routers = (_Router(out, log), _Router(err, log))
+    sys.stdout, sys.stderr = routers
     root = logging.getLogger()
     saved_logging = (root.level, list(root.handlers))
     console_handler = logging.StreamHandler(err)
@@ -226,6 +240,8 @@ def capture(folder: str | Path | None = None) -> Iterator[Capture]:
             with contextlib.suppress(ValueError, OSError):
                 stream.flush()
         sys.stdout, sys.stderr = saved_streams
+        for router, stream in zip(routers, saved_streams):
+            router.release(stream)
         for fd, saved in zip((1, 2), saved_fds):
             os.dup2(saved, fd)
             os.close(saved)
@@ -233,13 +249,14 @@ def capture(folder: str | Path | None = None) -> Iterator[Capture]:
             if own:
                 stream.close()
         log.close()
-        _finish(state, show_tail=crashed or state.failed)
+        _finish(state, show_tail=crashed)
 
 
 def _finish(state: Capture, show_tail: bool) -> None:
-    """Move the log into the run folder (when it exists) or drop it when empty; say where it is otherwise.
+    """Move the log into the run folder (when it exists) or drop it when empty; say where it is otherwise, and
+    after a failure.
 
-    On a failure its last lines are printed, so an error another program printed is never hidden.
+    After an unexpected failure its last lines are printed, so an error another program printed is never hidden.
     """
     path = state.path
     moved = state.folder is not None and state.folder.is_dir()
@@ -255,5 +272,5 @@ def _finish(state: Capture, show_tail: bool) -> None:
             print(f"jupiter: the last lines other programs printed (all of them in {path}):", file=sys.stderr)
             for line in lines:
                 print(f"  {line}", file=sys.stderr)
-    elif not moved:
+    elif not moved or state.failed:
         print(f"jupiter: other programs' output is in {path}", file=sys.stderr)

@@ -9,6 +9,9 @@ command is writing its files, further signals are noted but do not cut the writi
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import signal
 import sys
 import threading
@@ -21,6 +24,23 @@ __all__ = ["StopSignals", "EXIT_INTERRUPTED"]
 EXIT_INTERRUPTED = 130
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _say(line: str) -> None:
+    """Write ``line`` to stderr's file descriptor with one ``os.write``, from inside a signal handler.
+
+    Why not ``print``: the handler runs in the main thread, possibly in the middle of a write to the same
+    buffered stream (the progress bar's), and writing to it again from there raises "reentrant call inside
+    BufferedWriter". ``sys.stderr.fileno()`` is the console even while ``console_log`` captures (its router
+    answers with the console's descriptor); a stream without a descriptor (a test's) gets a plain write.
+    """
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        print(line, file=sys.stderr, flush=True)
+        return
+    with contextlib.suppress(OSError):
+        os.write(fd, (line + "\n").encode(errors="replace"))
 
 
 class StopSignals:
@@ -36,7 +56,7 @@ class StopSignals:
         self.what = what
         self.received: list[str] = []
         self.writing = False
-        self._echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+        self._echo = echo or _say
         self._previous: dict[int, Any] = {}
         self.at_once: Callable[[], Any] | None = None
 
