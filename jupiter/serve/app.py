@@ -32,8 +32,8 @@ from typing import Any, AsyncIterator
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
-from sse_starlette import EventSourceResponse, ServerSentEvent
 from fastapi.staticfiles import StaticFiles
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException, MultiPartParser
 
@@ -63,8 +63,9 @@ _FIELD_BYTES = 16 * 2**20  # the task JSON and settings fields (not files) may b
 _KEEPALIVE_S = 15.0
 #: How long a thread may hold the GIL before another that waits gets it (Python's default: 5 ms). The event
 #: loop shares the GIL with the tree threads and the submit workers; at 5 ms each hand-over to the loop can wait
-#: a whole interval. Measured on a burst of 200 submits from 20 clients (2 cores, docs/benchmarks.md): the
-#: server's share of a submit had a p99 of 111 ms on average over 3 runs at 5 ms, and 83 ms over 5 runs at 1 ms.
+#: a whole interval. Measured with ``benchmarks/perf/serve_load.py`` (a burst of 200 submits from 20 clients, 2
+#: cores): the server's share of a submit had a p99 of 111 ms on average over 3 runs at 5 ms, and 83 ms over 5
+#: runs at 1 ms.
 SWITCH_INTERVAL_S = 0.001
 
 #: Threads that register submitted jobs (job folder, task check, database row, queueing). Registration is Python
