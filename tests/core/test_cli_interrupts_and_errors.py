@@ -401,3 +401,33 @@ def test_an_unreachable_model_server_fails_fast_with_one_line(tmp_path, task):
     errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
     assert len(errors) == 1 and f"127.0.0.1:{port}" in errors[0] and "refused" in errors[0], done.stderr
     assert "WARNING" not in done.stderr and "retrying" not in done.stderr, done.stderr
+
+
+def test_the_stop_message_bypasses_a_buffered_stream_the_signal_interrupted(monkeypatch):
+    """The handler may run in the middle of the progress bar's write to stderr: writing through that buffered
+    stream again raises "reentrant call", so the message goes to stderr's descriptor in one write."""
+    from jupiter.commands.interrupts import StopSignals
+
+    class MidWrite:  # a stream the signal caught inside a write
+        def __init__(self, fd: int) -> None:
+            self.fd = fd
+
+        def fileno(self) -> int:
+            return self.fd
+
+        def write(self, text: str) -> int:
+            raise RuntimeError("reentrant call inside <_io.BufferedWriter name='<stderr>'>")
+
+        def flush(self) -> None:
+            raise RuntimeError("reentrant call inside <_io.BufferedWriter name='<stderr>'>")
+
+    read, write = os.pipe()
+    try:
+        monkeypatch.setattr(sys, "stderr", MidWrite(write))
+        signals = StopSignals("the search")
+        signals._handle(signal.SIGINT, None)
+        assert signals.requested
+        assert b"SIGINT: stopping the search after the current step" in os.read(read, 4096)
+    finally:
+        os.close(read)
+        os.close(write)
