@@ -146,7 +146,7 @@ class Capture:
     """One capture: where the log is, the run folder it moves into, and the command's exit code.
 
     The command sets ``exit_code`` (``cli.main`` does): 2 or more, except 130 (interrupted), is a failure the
-    command explained; the console then says where the log is (its tail is for unexpected failures).
+    command explained in its one error line (the log's tail is for unexpected failures).
     """
 
     path: Path
@@ -253,17 +253,22 @@ def capture(folder: str | Path | None = None) -> Iterator[Capture]:
 
 
 def _finish(state: Capture, show_tail: bool) -> None:
-    """Move the log into the run folder (when it exists) or drop it when empty; say where it is otherwise, and
-    after a failure.
+    """Append the log to the run folder's ``jupiter.log`` (when the folder exists: a resumed run keeps one log),
+    or leave it in the temporary folder and say where; drop it when empty.
 
     After an unexpected failure its last lines are printed, so an error another program printed is never hidden.
+    A failure the command explained is its one error line: the log is kept in the run folder but not announced,
+    and an empty log does not touch the folder (a refused run must not write into a finished one).
     """
+    empty = state.path.stat().st_size == 0
+    moved = state.folder is not None and state.folder.is_dir() and not (empty and state.failed)
     path = state.path
-    moved = state.folder is not None and state.folder.is_dir()
     if moved:
         path = state.folder / LOG_NAME
-        shutil.move(str(state.path), path)
-    elif state.path.stat().st_size == 0:
+        with open(state.path, "rb") as source, open(path, "ab") as target:
+            shutil.copyfileobj(source, target)
+        state.path.unlink()
+    elif empty:
         state.path.unlink()
         return
     if show_tail:
@@ -272,5 +277,5 @@ def _finish(state: Capture, show_tail: bool) -> None:
             print(f"jupiter: the last lines other programs printed (all of them in {path}):", file=sys.stderr)
             for line in lines:
                 print(f"  {line}", file=sys.stderr)
-    elif not moved or state.failed:
+    elif not moved:
         print(f"jupiter: other programs' output is in {path}", file=sys.stderr)

@@ -153,7 +153,7 @@ def test_crawl_resumes_after_a_kill(corpus_dir, manifest, tmp_path, repo_dir):
     fixture.hang = {hang}
     out = tmp_path / "crawl"
     with GitHubFixtureServer(fixture) as server:
-        cmd = [sys.executable, "-m", "nbqa_pipeline", "crawl", "--api-url", server.url, "--out", str(out),
+        cmd = [sys.executable, "-m", "jupiter.cli", "nbqa", "crawl", "--api-url", server.url, "--out", str(out),
                "--min-size", "0", "--max-size", "4000000", "--per-page", "2", "--result-cap", "4"]
         env = dict(os.environ, GITHUB_TOKEN="")
         proc = subprocess.Popen(cmd, cwd=repo_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
