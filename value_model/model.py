@@ -52,12 +52,16 @@ class ModelLoadError(RuntimeError):
 
 
 def resolve_backbone(name: str | Path) -> str:
-    """``"default"`` → the cached folder of the embedded Gemma 3 270M; anything else is returned as is."""
-    if str(name) == "default":
-        from jupiter.default_model import ensure_default_model
+    """A backbone argument → a loadable folder, by the same rules as the policy's ``--llm``: ``"default"`` is the
+    fine-tuned embedded model (the paper trains the value model on the fine-tuned policy's backbone),
+    ``"default-base"`` the base model, an adapter folder is merged into its base once; anything else is returned
+    as is."""
+    from jupiter.llm.model_dirs import ModelDirError, resolve_model_dir
 
-        return str(ensure_default_model())
-    return str(name)
+    try:
+        return resolve_model_dir(str(name))
+    except ModelDirError as exc:
+        raise ModelLoadError(f"value-model backbone {name}: {exc}") from None
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:

@@ -40,7 +40,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     tr = inner.add_parser("train", help="train LoRA + value head on extracted samples",
                           formatter_class=HelpFormatter)
     tr.add_argument("samples", type=Path, nargs="?", help="JSONL from 'jupiter value extract'")
-    tr.add_argument("--base", default="default", help="backbone: Hugging Face folder, or 'default' (Gemma 3 270M)")
+    tr.add_argument("--base", default="default",
+                    help="backbone: 'default' (the fine-tuned policy, as the paper), 'default-base', a Hugging Face "
+                         "or adapter folder")
     tr.add_argument("--out", type=Path, help="output folder (model, checkpoints, metrics.json); required to train")
     from value_model.config import DEFAULT_TRAIN_PROFILE, TRAIN_PROFILES
 

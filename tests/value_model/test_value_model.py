@@ -295,3 +295,23 @@ def test_a_non_finite_loss_stops_training_instead_of_poisoning_the_weights(backb
     with pytest.raises(FloatingPointError, match="non-finite loss"):
         train_value_model(samples, model_config, _train_config(batch_size=1, gradient_checkpointing=False),
                           tmp_path / "run", model=_tiny_value_model(model_config))
+
+
+def test_the_default_backbone_is_the_fine_tuned_policy_and_default_base_the_base(monkeypatch, tmp_path) -> None:
+    """The paper trains the value model on the fine-tuned policy's backbone: ``--base default`` must resolve to
+    the same folder as ``--llm default``, not to the base model."""
+    from value_model.model import ModelLoadError, resolve_backbone
+
+    monkeypatch.setattr("jupiter.default_model.ensure_finetuned_default_model", lambda: tmp_path / "tuned")
+    monkeypatch.setattr("jupiter.default_model.ensure_default_model", lambda: tmp_path / "base")
+    assert resolve_backbone("default") == str(tmp_path / "tuned")
+    assert resolve_backbone("default-base") == str(tmp_path / "base")
+    assert resolve_backbone(tmp_path / "some-folder") == str(tmp_path / "some-folder")
+
+    def broken_merge():
+        from jupiter.default_model import ModelError
+        raise ModelError("adapter file missing")
+
+    monkeypatch.setattr("jupiter.default_model.ensure_finetuned_default_model", broken_merge)
+    with pytest.raises(ModelLoadError, match="backbone default.*adapter file missing"):
+        resolve_backbone("default")
