@@ -16,6 +16,8 @@ from typing import Iterator
 
 import pytest
 
+from search.config import Mode
+from search.settings import JobSettings
 from tests.headless_chrome import headless_chrome, skip_without_chromium
 
 from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, Server
@@ -51,7 +53,9 @@ def _wait(driver, condition, timeout: float = 60, message: str = ""):
 
 
 def _fill(driver, element_id: str, text: str) -> None:
-    element = driver.find_element(By.ID, element_id)
+    # the settings' fields are built once the page has read the server's schema: wait for the field
+    element = _wait(driver, lambda d: d.find_element(By.ID, element_id), timeout=10,
+                    message=f"no field {element_id}")
     element.clear()
     element.send_keys(text)
 
@@ -122,6 +126,19 @@ def test_submit_watch_the_tree_and_read_the_answer(server: Server, browser, tmp_
           message="the finished job's tree was not replayed")
 
 
+def test_the_settings_form_is_the_servers_job_settings_model(server: Server, browser) -> None:
+    browser.get(server.url + "/")
+    browser.find_element(By.CSS_SELECTOR, "#settings summary").click()
+    fields = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#settings [data-setting]"))
+    assert [f.get_attribute("data-setting") for f in fields] == list(JobSettings.model_fields)
+    mode = browser.find_element(By.ID, "s-mode")
+    assert [o.get_attribute("value") for o in mode.find_elements(By.TAG_NAME, "option")] == \
+        [""] + [m.value for m in Mode]
+    runs = browser.find_element(By.ID, "s-vote_runs")
+    assert (runs.get_attribute("type"), runs.get_attribute("min"), runs.get_attribute("data-type")) == \
+        ("number", "1", "int")
+
+
 def test_model_and_user_text_is_shown_as_text_never_as_markup(server: Server, browser) -> None:
     browser.get(server.url + "/")
     browser.find_element(By.ID, "kind-json").click()
@@ -175,6 +192,8 @@ def test_a_token_server_asks_for_the_token_and_keeps_it(start_server, browser) -
     browser.find_element(By.ID, "token-save").click()
     _wait(browser, lambda d: not d.find_element(By.ID, "token-overlay").is_displayed())
     assert browser.execute_script("return sessionStorage.getItem('jupiter.token')") == TOKEN
+    browser.find_element(By.CSS_SELECTOR, "#settings summary").click()
+    _fill(browser, "s-seed", "0")  # the settings form, refused before the token, is built with it
     browser.find_element(By.ID, "files").send_keys(str(TITANIC_DATA.resolve()))
     task = json.loads(TITANIC_TASK.read_text())
     for field in ("question", "constraints", "format"):

@@ -19,6 +19,7 @@ const state = {
   drawn: null,        // what it shows (a signature of the data last drawn)
   drawQueued: false,
   pollTimer: null,
+  settingsLoaded: false, // the settings form is built (from the server's JobSettings schema)
   answers: new Map(), // job id -> answer of a finished job (the list leaves results out; fetched once)
 };
 
@@ -80,7 +81,53 @@ function saveToken(ev) {
   if (state.token) sessionStorage.setItem(TOKEN_KEY, state.token); else sessionStorage.removeItem(TOKEN_KEY);
   $("token-overlay").hidden = true;
   refreshJobs();
+  loadSettingsForm();
   if (state.jobId) openJob(state.jobId);
+}
+
+// ------------------------------------------------------------------ settings
+// The form's settings are the server's job-settings model itself (JobSettings on its OpenAPI page): one field
+// per setting, a choice for an enum, a number box with the model's bounds otherwise; left empty, the server's
+// profile decides.
+async function loadSettingsForm() {
+  if (state.settingsLoaded) return;
+  let schemas;
+  try {
+    schemas = (await api("GET", "/openapi.json")).components.schemas;
+  } catch (err) {
+    if (err.status !== 401) message(err.message, true);
+    return;
+  }
+  const grid = $("settings-grid");
+  grid.replaceChildren();
+  for (const [name, prop] of Object.entries(schemas.JobSettings.properties)) {
+    const type = (prop.anyOf || [prop]).find(t => t.type !== "null");
+    const choices = type.$ref ? schemas[type.$ref.split("/").pop()].enum : type.enum;
+    const label = document.createElement("label");
+    label.htmlFor = "s-" + name;
+    label.textContent = name;
+    let input;
+    if (choices) {
+      input = document.createElement("select");
+      for (const value of ["", ...choices]) input.add(new Option(value || "default", value));
+    } else if (type.type === "integer" || type.type === "number") {
+      input = document.createElement("input");
+      input.type = "number";
+      input.dataset.type = type.type === "integer" ? "int" : "float";
+      input.step = type.type === "integer" ? "1" : "any";
+      const min = type.minimum ?? type.exclusiveMinimum;
+      if (min !== undefined) input.min = min;
+      if (type.maximum !== undefined) input.max = type.maximum;
+    } else {
+      input = document.createElement("input");
+      input.type = "text";
+    }
+    input.id = "s-" + name;
+    input.dataset.setting = name;
+    label.title = input.title = prop.description || "";
+    grid.append(label, input);
+  }
+  state.settingsLoaded = true;
 }
 
 // ------------------------------------------------------------------ submit
@@ -422,5 +469,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("token-cancel").addEventListener("click", () => { $("token-overlay").hidden = true; });
   $("token-button").addEventListener("click", () => askToken("Set the access token for this server."));
   refreshJobs();
+  loadSettingsForm();
   setInterval(() => { if (!document.hidden) refreshJobs(); }, 3000);
 });
