@@ -113,7 +113,6 @@ def collect_parser() -> argparse.ArgumentParser:
     search = p.add_argument_group("collection")
     search.add_argument("--partial-credit", action="store_true", help="reward 2*share-1 instead of ±1")
     search.add_argument("--trees-per-worker", type=int, default=16, help="trees each worker advances together")
-    search.add_argument("--seed", type=int, default=0)
     ray = p.add_argument_group("ray")
     ray.add_argument("--ray-address", default=None, help="cluster address (default: $RAY_ADDRESS, else a local Ray)")
     ray.add_argument("--ray-temp-dir", type=Path, default=None,

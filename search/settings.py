@@ -52,7 +52,8 @@ class JobSettings(BaseModel):
     vote_runs: PositiveCount | None = Field(None, description="vote mode: independent paths; raise it to match a "
                                                               "tree's token budget")
     seed: typing.Annotated[int, Field(strict=True)] | None = Field(
-        None, description="seeds the model's sampling and the search's tie-breaks (None: 0)")
+        None, description="seeds the model's sampling and the search's tie-breaks, 0 when unset (same seed, "
+                           "same tree with a seed-deterministic backend)")
 
     def overrides(self) -> dict[str, Any]:
         """The search settings given (not None), mode and seed aside: what goes on top of the profile."""
@@ -139,19 +140,21 @@ def add_search_arguments(parser: argparse.ArgumentParser, modes: tuple[str, ...]
                          fields: tuple[str, ...] | None = None, aliases: Mapping[str, str] | None = None,
                          title: str = "search settings (unset: the profile's value; see --print-config)") -> None:
     """Add ``--profile``, ``--mode`` (with ``with_mode``), a flag per ``LocalSettings`` field (``fields``: only
-    these) and ``--print-config``. Unset flags stay None: the profile decides them; each flag's help shows the
+    these; ``--seed`` always) and ``--print-config``. Unset flags stay None: the profile decides them; each flag's help shows the
     default profile's value in ``modes``. ``aliases``: extra short names (field -> ``-k``)."""
     group = parser.add_argument_group(title)
     group.add_argument("--profile", choices=PROFILES, default=DEFAULT_PROFILE,
                        help="named settings: 'paper' = the seed paper and its reference code (docs/search.md "
                             "lists each setting and its source); 'v0.1' = Jupiter 0.1's rules, for comparison")
     for name, info in LocalSettings.model_fields.items():
-        if name == "seed" or (fields is not None and name not in fields) or (name == "mode" and not with_mode):
+        if (fields is not None and name not in fields and name != "seed") or (name == "mode" and not with_mode):
             continue
         kind = _kind(info.annotation)
         names = [_flag(name)] + ([aliases[name]] if aliases and name in aliases else [])
         if name == "mode":
             group.add_argument(*names, choices=tuple(modes), default=default_mode, help=info.description)
+        elif name == "seed":  # not a profile setting: its default is the run's, 0
+            group.add_argument(*names, type=int, default=0, help=info.description)
         elif isinstance(kind, type) and issubclass(kind, enum.Enum):
             group.add_argument(*names, choices=tuple(m.value for m in kind), default=None,
                                help=info.description + _profile_note(name, modes))

@@ -50,8 +50,6 @@ def _common(parser: argparse.ArgumentParser, benchmark: str) -> None:
     parser.add_argument("--limit", type=int, help="only the first N tasks")
     parser.add_argument("--ids", nargs="+", help="only these task ids")
     parser.add_argument("--out", type=Path, help="run folder (default: runs/<benchmark>-<mode>-<time>)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seeds the model's sampling and the search's tie-breaks")
     parser.add_argument("--ray", action="store_true", help="run the trees on Ray (search.ray_driver)")
     parser.add_argument("--no-trees", action="store_true", help="do not save trees/<id>.json")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -49,9 +49,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--value-model", type=Path, default=None, metavar="DIR",
                         help="trained value model folder (value_model.ValueScorer)")
     add_search_arguments(parser, MODES)
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seeds the model's sampling and the search's tie-breaks (same seed, same tree with a "
-                             "seed-deterministic backend)")
     parser.add_argument("--data-dir", type=Path, default=None, help="folder holding the task's data files")
     parser.add_argument("--setup", type=Path, default=None, metavar="FILE.py",
                         help="a setup cell (imports, data loading) run once in the root state of every task; "

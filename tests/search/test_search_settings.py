@@ -53,6 +53,20 @@ def test_flag_help_shows_the_default_profile_value_per_mode():
     assert "(paper: 0.95)" in helps["top_p"]
 
 
+def test_seed_is_one_flag_the_same_in_solve_bench_and_collection():
+    from search.collection import collect_parser
+
+    def command(parser: argparse.ArgumentParser, *names: str) -> argparse.ArgumentParser:
+        for name in names:
+            parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+        return parser
+
+    parsers = [command(build_parser(only="solve"), "solve"), command(build_parser(only="bench"), "bench", "dabench"),
+               collect_parser()]
+    seeds = [next(a for a in p._actions if a.dest == "seed") for p in parsers]
+    assert {(a.default, a.type, a.help) for a in seeds} == {(0, int, JobSettings.model_fields["seed"].description)}
+
+
 def test_job_settings_refuse_unknown_names_and_wrong_types_naming_them():
     with pytest.raises(ConfigError, match="unknown setting.*bogus.*known: mode"):
         parse_job_settings({"bogus": 1})
