@@ -27,6 +27,10 @@ from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.outputs import check_output_file, check_output_folder
 from jupiter.commands.search_args import add_search_arguments, config_from_args, print_config
 from jupiter.task import TaskError
+from benchmarks.paths import default_data_dir
+from jupiter.llm import PolicyError, load_policy
+from search import ConfigError
+from search.loaders import load_value
 
 __all__ = ["add_parser"]
 
@@ -177,10 +181,12 @@ def _short(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-def _run(args: argparse.Namespace, benchmark: str, go: Any) -> int:
-    """Shared run plumbing: config, policy, value model, run.json, errors → exit codes."""
+def _run(args: argparse.Namespace, benchmark: str, data: Path | None, task_ids: list[str], search: Any,
+         report: Any, info: dict[str, Any] | None = None) -> int:
+    """A benchmark run, the same for each benchmark: config, policy, value model, run.json, the search, the
+    report, errors → exit codes. ``search(policy, config, options, value, solver)`` searches the benchmark's
+    tasks and returns the run's outcome; ``report(out_dir, brief)`` rebuilds the summary from results.jsonl."""
     from benchmarks.runner import RayUnavailableError, solver_for, write_run_info
-    from search import ConfigError
 
     try:
         config = _config(args)
@@ -198,25 +204,31 @@ def _run(args: argparse.Namespace, benchmark: str, go: Any) -> int:
     except RayUnavailableError as exc:
         print(f"jupiter bench: error: {exc}", file=sys.stderr)
         return 2
-    from jupiter.llm import PolicyError, load_policy
-    from search.loaders import load_value
-
+    info = {**_run_info(args, benchmark, config, data), **(info or {})}
+    rebuild = lambda: report(out_dir, _run_brief(info))  # noqa: E731
     # On Ray the workers load the policy and the value model themselves; the driver needs the policy only for
     # DSBench's task simplification (one call per task; --no-simplify skips it).
-    simplify_here = benchmark == "dsbench" and not getattr(args, "no_simplify", False)
-    if args.ray and not simplify_here:
-        return go(config, None, None, out_dir, solver, write_run_info)
-    value = None if args.ray else load_value(args.value_model)
+    policy = value = None
+    if not args.ray or info.get("simplify"):
+        value = None if args.ray else load_value(args.value_model)
+        try:
+            policy = load_policy(args.llm)
+        except PolicyError as exc:
+            print(f"jupiter bench: error: --llm: {exc}", file=sys.stderr)
+            return 2
+        config = _fit_context(config, policy)
+    write_run_info(out_dir, info)
     try:
-        policy = load_policy(args.llm)
-    except PolicyError as exc:
-        print(f"jupiter bench: error: --llm: {exc}", file=sys.stderr)
-        return 2
-    config = _fit_context(config, policy)
-    try:
-        return go(config, policy, value, out_dir, solver, write_run_info)
+        outcome = search(policy, config, _options(args, out_dir), value, solver)
+    except TaskError:
+        raise
+    except Exception as exc:  # also a policy that dies while simplifying DSBench's task texts
+        return _failed(args, out_dir, exc, task_ids, policy, rebuild)
     finally:
-        policy.close()
+        if policy is not None:
+            policy.close()
+    _print_result(out_dir, outcome, rebuild())
+    return 0
 
 
 # --------------------------------------------------------------------------------------------- commands
@@ -227,52 +239,26 @@ def run_dabench_command(args: argparse.Namespace) -> int:
     from benchmarks.runs import report_dabench, run_dabench
 
     data = load_dabench(args.data, ids=args.ids, limit=args.limit)
-
-    def go(config, policy, value, out_dir, solver, write_run_info) -> int:
-        info = _run_info(args, "dabench", config, data.folder)
-        write_run_info(out_dir, info)
-        try:
-            outcome, summary = run_dabench(data, policy, config, _options(args, out_dir), value=value, solver=solver)
-        except TaskError:
-            raise
-        except Exception as exc:
-            return _failed(args, out_dir, exc, [t.id for t in data.tasks], policy,
-                           lambda: report_dabench(out_dir, data, run=_run_brief(info)))
-        summary = report_dabench(out_dir, data, run=_run_brief(info))
-        _print_result(out_dir, outcome, summary)
-        return 0
-
-    return _run(args, "dabench", go)
+    return _run(args, "dabench", data.folder, [t.id for t in data.tasks],
+                lambda policy, config, options, value, solver: run_dabench(data, policy, config, options, value=value,
+                                                                           solver=solver)[0],
+                lambda out_dir, brief: report_dabench(out_dir, data, run=brief))
 
 
 def run_aime_command(args: argparse.Namespace) -> int:
     from benchmarks.aime import load_aime
-    from benchmarks.paths import default_data_dir
     from benchmarks.runs import report_aime, run_aime
 
     tasks = load_aime(args.data, ids=args.ids, limit=args.limit)
-
-    def go(config, policy, value, out_dir, solver, write_run_info) -> int:
-        info = _run_info(args, "aime2025", config, args.data or default_data_dir("aime2025"))
-        write_run_info(out_dir, info)
-        try:
-            outcome, summary = run_aime(tasks, policy, config, _options(args, out_dir), value=value, solver=solver)
-        except TaskError:
-            raise
-        except Exception as exc:
-            return _failed(args, out_dir, exc, [t.id for t in tasks], policy,
-                           lambda: report_aime(out_dir, tasks, run=_run_brief(info)))
-        summary = report_aime(out_dir, tasks, run=_run_brief(info))
-        _print_result(out_dir, outcome, summary)
-        return 0
-
-    return _run(args, "aime2025", go)
+    return _run(args, "aime2025", args.data or default_data_dir("aime2025"), [t.id for t in tasks],
+                lambda policy, config, options, value, solver: run_aime(tasks, policy, config, options, value=value,
+                                                                        solver=solver)[0],
+                lambda out_dir, brief: report_aime(out_dir, tasks, run=brief))
 
 
 def run_dsbench_command(args: argparse.Namespace) -> int:
     from benchmarks.dsbench import load_specs
     from benchmarks.metrics import MetricError
-    from benchmarks.paths import default_data_dir
     from benchmarks.runs import load_dsbench, report_dsbench, run_dsbench
 
     if args.data is None:
@@ -285,26 +271,13 @@ def run_dsbench_command(args: argparse.Namespace) -> int:
     if not data.specs:
         raise TaskError(f"jupiter bench dsbench: no task of {args.tasks_json or default_data_dir('dsbench') / 'tasks.json'} "
                         f"found under {args.data / 'task'}")
-
-    def go(config, policy, value, out_dir, solver, write_run_info) -> int:
-        info = _run_info(args, "dsbench", config, args.data)
-        info["simplify"] = not args.no_simplify
-        info["tasks"] = [s.name for s in data.specs]
-        info["tasks_json"] = str(args.tasks_json) if args.tasks_json else None
-        write_run_info(out_dir, info)
-        try:
-            outcome, _ = run_dsbench(data, policy, config, _options(args, out_dir), value=value,
-                                     simplify=not args.no_simplify, model_key=args.llm, solver=solver)
-        except TaskError:
-            raise
-        except Exception as exc:  # also a policy that dies while simplifying the task texts
-            return _failed(args, out_dir, exc, [s.name for s in data.specs], policy,
-                           lambda: report_dsbench(out_dir, data, run=_run_brief(info)))
-        summary = report_dsbench(out_dir, data, run=_run_brief(info))
-        _print_result(out_dir, outcome, summary)
-        return 0
-
-    return _run(args, "dsbench", go)
+    info = {"simplify": not args.no_simplify, "tasks": [s.name for s in data.specs],
+            "tasks_json": str(args.tasks_json) if args.tasks_json else None}
+    return _run(args, "dsbench", args.data, [s.name for s in data.specs],
+                lambda policy, config, options, value, solver: run_dsbench(
+                    data, policy, config, options, value=value, simplify=not args.no_simplify, model_key=args.llm,
+                    solver=solver)[0],
+                lambda out_dir, brief: report_dsbench(out_dir, data, run=brief), info)
 
 
 def _run_brief(info: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import sys
 import threading
@@ -24,7 +25,15 @@ from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.interrupts import EXIT_INTERRUPTED, StopSignals
 from jupiter.commands.outputs import RunFolderState, check_output_folder, check_run_folder, move_previous_run
 from jupiter.commands.search_args import add_search_arguments, config_from_args, print_config
-from jupiter.task import TaskError, load_task_file
+from jupiter.llm import PolicyError, load_policy
+from jupiter.llm.spec import PolicyChoice, describe_policy
+from jupiter.task import TaskError, load_task_file, load_tasks
+from sandbox import Sandbox
+from search import Mode, run_search
+from search.loaders import load_value, sandbox_config
+from search.outputs import write_outputs
+from search.ray_manifest import Manifest, TaskStatus
+from search.result import result_from_tree
 
 __all__ = ["add_parser", "run", "solve_local", "solve_on_ray"]
 
@@ -81,8 +90,6 @@ def _fail(message: str) -> int:
 
 def _config(args: argparse.Namespace, has_value: bool) -> tuple[Any, list[str]]:
     """The search settings (profile + flags) and notes for result.json on what they mean for this run."""
-    from search import Mode
-
     config = config_from_args(args, has_value)
     notes: list[str] = [f"profile {args.profile}"]
     if config.mode is Mode.INFER:
@@ -102,8 +109,6 @@ def _out_dir(args: argparse.Namespace, task_id: str) -> Path:
 def _partial_result(latest: list[Any], config: Any, has_value: bool, error: str | None, started: float) -> Any:
     """A result over the tree as it stood after its last finished step, for when the driver raised instead
     of returning one (a policy failure, an interrupt outside a step). Marked ``interrupted``."""
-    from search.result import result_from_tree
-
     update, size = latest
     tree = update.tree
     tree.drop_since(size)  # nodes of the step that failed: not run, not backed up
@@ -132,10 +137,6 @@ def solve_on_ray(args: argparse.Namespace) -> int:
 
     parse the tasks → settings → Ray (its workers load the policy and the value model) → summary.
     """
-    import os
-
-    from jupiter.task import load_tasks
-    from search import Mode
     from search.ray_driver import solve_tasks_ray
 
     config, notes = _config(args, args.value_model is not None)
@@ -169,8 +170,6 @@ def solve_on_ray(args: argparse.Namespace) -> int:
 def _ray_failure_line(out: Path, task_ids: list[str], llm: str) -> str:
     """One line for a Ray batch in which trees failed: how many, the backend, the first failure's cause, and
     where the record is (``manifest.jsonl``: every attempt's status and error; a rerun retries them)."""
-    from search.ray_manifest import Manifest, TaskStatus
-
     manifest = Manifest(out)
     latest = manifest.latest()
     failed = [latest[i] for i in task_ids if i in latest and latest[i].status is not TaskStatus.OK]
@@ -196,11 +195,6 @@ def run(args: argparse.Namespace) -> int:
 
 def solve_local(args: argparse.Namespace) -> int:
     """One task in this process: parse → settings → policy → search → write, then the exit code."""
-    from jupiter.llm import PolicyError, load_policy
-    from jupiter.llm.spec import PolicyChoice, describe_policy
-    from search import Mode
-    from search.loaders import load_value
-
     if args.print_config:
         print_config(args, _config(args, args.value_model is not None)[0])
         return 0
@@ -245,12 +239,6 @@ def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: arg
     """Search ``task`` in a fresh sandbox, with a progress bar and Ctrl-C handling, and write its files into
     ``out`` (also the tree so far when the policy fails or a stop comes outside a step)."""
     from tqdm import tqdm
-
-    from jupiter.llm import PolicyError
-    from sandbox import Sandbox
-    from search import run_search
-    from search.loaders import sandbox_config
-    from search.outputs import write_outputs
 
     bar = tqdm(total=config.iterations, desc=f"solve {task.id}", unit="it", file=sys.stderr,
                disable=args.no_progress)

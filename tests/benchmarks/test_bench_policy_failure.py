@@ -151,12 +151,12 @@ class CrashingReplay(ReplayPolicy):
 
 
 def test_a_backend_crash_in_aime_is_one_line_and_a_failure_record(bench_shared, tmp_path, capsys, monkeypatch):
-    import jupiter.llm
+    from jupiter.commands import bench
 
     if not (bench_shared / "aime2025").is_dir():
         pytest.skip("AIME data not found")
     script = {"default": ["Thought: compute\nAction:\n```python\nprint(6 * 7)\n```"]}
-    monkeypatch.setattr(jupiter.llm, "load_policy", lambda spec: CrashingReplay(script, calls=1))
+    monkeypatch.setattr(bench, "load_policy", lambda spec: CrashingReplay(script, calls=1))
     out = tmp_path / "aime"
     code = main(["bench", "aime", "--llm", "replay:crashing", "--limit", "2", "--iterations", "2", "--expansions", "1",
                  "--concurrency", "2", "--no-progress", "--out", str(out)])
@@ -192,12 +192,12 @@ def _no_sandbox():
 
 
 def test_jupiter_solve_names_the_backend_and_keeps_the_tree(tmp_path, capsys, monkeypatch):
-    import jupiter.llm
+    from jupiter.commands import solve
 
     task = tmp_path / "task.json"
     task.write_text(json.dumps({"id": "six-sevens", "question": "What is 6 * 7?"}))
     script = {"default": ["Thought: compute\nAction:\n```python\nprint(6 * 7)\n```"]}
-    monkeypatch.setattr(jupiter.llm, "load_policy", lambda spec: CrashingReplay(script, calls=1))
+    monkeypatch.setattr(solve, "load_policy", lambda spec: CrashingReplay(script, calls=1))
     out = tmp_path / "solve"
     code = main(["solve", str(task), "--llm", "replay:crashing", "--iterations", "4", "--expansions", "1",
                  "--no-progress", "--out", str(out)])
@@ -243,13 +243,13 @@ def test_the_search_context_budget_is_capped_at_the_policy_window():
 def test_a_crash_while_simplifying_dsbench_tasks_is_recorded_too(dsbench_root, tmp_path, capsys, monkeypatch):
     """The policy's first DSBench call (the task simplification) comes before any tree: still one line, exit 1,
     a failure record and a failed report."""
-    import jupiter.llm
+    from jupiter.commands import bench
 
     spec = {"name": "toy-regression", "value_col": "y", "gt": 0.0, "baseline": 4.0, "higher_is_better": False,
             "metric_line": "performance = np.sqrt(mean_squared_error(answers[args.value], predictions[args.value]))"}
     tasks_json = tmp_path / "tasks.json"
     tasks_json.write_text(json.dumps([spec]))
-    monkeypatch.setattr(jupiter.llm, "load_policy", lambda spec: CrashingReplay({"default": ["x"]}, calls=0))
+    monkeypatch.setattr(bench, "load_policy", lambda spec: CrashingReplay({"default": ["x"]}, calls=0))
     out = tmp_path / "ds"
     code = main(["bench", "dsbench", "--data", str(dsbench_root), "--tasks-json", str(tasks_json), "--llm",
                  "replay:crashing", "--iterations", "2", "--no-progress", "--out", str(out)])
