@@ -42,6 +42,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jupiter {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="log debug messages, and show other programs' output on the console")
+    parser.set_defaults(handler=None, interrupted_note=None)  # a command sets its own
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         if only is not None and name != only:
@@ -66,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    if not getattr(args, "handler", None):
+    if args.handler is None:
         parser.print_help()
         return 2
     try:
@@ -78,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # only commands whose outputs are resumable say so (set_defaults(interrupted_note=...)); a plain
         # `jupiter solve` saves its partial tree itself and never gets here once the search has started
-        note = getattr(args, "interrupted_note", None)
+        note = args.interrupted_note
         print(f"jupiter: interrupted; {note}" if note else "jupiter: interrupted", file=sys.stderr)
         return 130
 

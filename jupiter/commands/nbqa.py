@@ -18,6 +18,18 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from jupiter.commands.outputs import check_output_folder
+from nbqa_pipeline.crawl import CrawlConfig, crawl
+from nbqa_pipeline.dabench_layout import write_dabench_layout
+from nbqa_pipeline.diversity import DiversityConfig
+from nbqa_pipeline.export import ExportConfig, OverLength, approx_tokens, run_export
+from nbqa_pipeline.extract import ExtractConfig, run_extract
+from nbqa_pipeline.filter_stage import run_filter
+from nbqa_pipeline.filters import FilterConfig
+from nbqa_pipeline.github import GitHubClient
+from nbqa_pipeline.jsonl import read_jsonl
+from nbqa_pipeline.llm_client import ChatClient, LLMConfig
+from nbqa_pipeline.stats import collect_stats, write_report
+from nbqa_pipeline.verify import VerifyConfig, run_verify
 
 __all__ = ["add_parser"]
 
@@ -64,9 +76,6 @@ def _add_crawl(inner: argparse._SubParsersAction) -> None:
 
 
 def _run_crawl(args: argparse.Namespace) -> int:
-    from nbqa_pipeline.crawl import CrawlConfig, crawl
-    from nbqa_pipeline.github import GitHubClient
-
     check_output_folder(args.out)
     try:
         config = CrawlConfig(
@@ -98,11 +107,6 @@ def _add_filter(inner: argparse._SubParsersAction) -> None:
 
 
 def _run_filter(args: argparse.Namespace) -> int:
-    from nbqa_pipeline.diversity import DiversityConfig
-    from nbqa_pipeline.filter_stage import run_filter
-    from nbqa_pipeline.filters import FilterConfig
-    from nbqa_pipeline.jsonl import read_jsonl
-
     if not args.input.is_file():
         return _fail(f"{args.input}: no such file")
     check_output_folder(args.out)
@@ -138,10 +142,6 @@ def _add_extract(inner: argparse._SubParsersAction) -> None:
 
 
 def _run_extract(args: argparse.Namespace) -> int:
-    from nbqa_pipeline.extract import ExtractConfig, run_extract
-    from nbqa_pipeline.jsonl import read_jsonl
-    from nbqa_pipeline.llm_client import ChatClient, LLMConfig
-
     if not args.input.is_file():
         return _fail(f"{args.input}: no such file")
     check_output_folder(args.out)
@@ -174,8 +174,6 @@ def _add_verify(inner: argparse._SubParsersAction) -> None:
 
 
 def _run_verify(args: argparse.Namespace) -> int:
-    from nbqa_pipeline.verify import VerifyConfig, run_verify
-
     if not args.input.is_file():
         return _fail(f"{args.input}: no such file")
     check_output_folder(args.out)
@@ -208,14 +206,10 @@ def _add_export(inner: argparse._SubParsersAction) -> None:
 
 
 def _over_length():
-    from nbqa_pipeline.export import OverLength
-
     return list(OverLength)
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from nbqa_pipeline.export import ExportConfig, OverLength, approx_tokens, run_export
-
     if not args.input.is_file():
         return _fail(f"{args.input}: no such file")
     check_output_folder(args.out)
@@ -250,10 +244,11 @@ def _add_synth(inner: argparse._SubParsersAction) -> None:
                    help="share of solutions written with a realistic error and its fix")
     p.add_argument("--loose-share", type=float, default=0.5,
                    help="share of questions that name columns in plain words (\"fare\" for 'Fare'); 0: none")
-    p.add_argument("--recipe", type=int, choices=(1, 2), default=1,
+    p.add_argument("--recipe", type=int, choices=(1, 2, 3), default=1,
                    help="1: the programs and mistakes the shipped adapter was trained on (its commands reproduce "
                         "its data); 2: adds filter/threshold/flag-feature programs, question-words and "
-                        "used-before-created mistakes, and keeps mistaken steps out of the SFT loss")
+                        "used-before-created mistakes, and keeps mistaken steps out of the SFT loss; 3: recipe 2, "
+                        "and loosely worded questions name columns by their R help page's description")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per cell")
     p.set_defaults(handler=_run_synth)
 
@@ -297,8 +292,6 @@ def _add_stats(inner: argparse._SubParsersAction) -> None:
 
 
 def _run_stats(args: argparse.Namespace) -> int:
-    from nbqa_pipeline.stats import collect_stats, write_report
-
     given = [p for p in (args.filter, args.extract, args.nbqa, args.verify) if p is not None]
     if not given:
         return _fail("give at least one of --filter, --extract, --nbqa, --verify")
@@ -327,9 +320,6 @@ def _add_to_dabench(inner: argparse._SubParsersAction) -> None:
 
 
 def _run_to_dabench(args: argparse.Namespace) -> int:
-    from nbqa_pipeline.dabench_layout import write_dabench_layout
-    from nbqa_pipeline.jsonl import read_jsonl
-
     tables = args.tables or args.nbqa.parent / "tables"
     if not args.nbqa.is_file():
         return _fail(f"{args.nbqa}: no such file")

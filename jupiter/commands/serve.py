@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 from pathlib import Path
+
+from jupiter.llm import PolicyError
+from jupiter.task import TaskError
+from search.loaders import LoadError
 
 __all__ = ["add_parser", "run"]
 
@@ -57,8 +62,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    from jupiter.task import TaskError
-
     if args.token_file is None:
         return args.token
     try:
@@ -73,8 +76,6 @@ def _token(args: argparse.Namespace) -> str | None:
 
 def _port_busy(host: str, port: int) -> str | None:
     """Why ``host:port`` cannot be bound now (None when it can)."""
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -86,7 +87,14 @@ def _port_busy(host: str, port: int) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the service's modules load FastAPI, uvicorn and the scheduler (about a second): only for this command
+    import uvicorn
+
+    from jupiter.serve.app import create_app
+    from jupiter.serve.backend import start_backend
     from jupiter.serve.config import ServeConfig, ServeConfigError
+    from jupiter.serve.driver_process import DriverStartError
+    from jupiter.serve.jobs import SubmissionError, search_config
 
     try:
         config = ServeConfig(
@@ -101,8 +109,6 @@ def run(args: argparse.Namespace) -> int:
     if config.value_model is not None and not config.value_model.is_dir():  # before the (slow) policy loads
         print(f"jupiter serve: error: --value-model {config.value_model}: folder not found", file=sys.stderr)
         return 2
-    from jupiter.serve.jobs import SubmissionError, search_config
-
     try:  # a bad --profile would otherwise refuse every job
         search_config({}, config.profile, config.max_trees, config.cell_timeout)
     except SubmissionError as exc:
@@ -113,14 +119,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"jupiter serve: error: --host/--port: cannot listen on {config.host}:{config.port} ({busy})",
               file=sys.stderr)
         return 2
-    from jupiter.llm import PolicyError
-
-    import uvicorn
-
-    from jupiter.serve.app import create_app
-    from jupiter.serve.backend import start_backend
-    from jupiter.serve.driver_process import DriverStartError
-    from search.loaders import LoadError
 
     logging.getLogger("jupiter").setLevel(logging.INFO)
     try:

@@ -19,6 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from jupiter.client import Client, ClientError, JobStatus
+from jupiter.commands.outputs import RunFolderState, check_run_folder, move_previous_run
 from jupiter.commands.search_args import settings_from_args
 from jupiter.task import TaskError, load_task_file
 from search.profiles import DEFAULT_PROFILE
@@ -66,10 +70,6 @@ def _task_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[Path], st
 
 def _follow(client: Any, job_id: str, total: int | None, show: bool) -> dict[str, Any]:
     """Show progress from the event stream until ``done``; then the job JSON (polling if the stream broke)."""
-    from tqdm import tqdm
-
-    from jupiter.client import ClientError
-
     bar = tqdm(total=total, desc=f"job {job_id}", unit="it", file=sys.stderr, disable=not show)
     try:
         for event in client.events(job_id):
@@ -97,10 +97,6 @@ def _out_dir(args: argparse.Namespace, task_id: str) -> Path:
 
 def run_remote(args: argparse.Namespace) -> int:
     """Solve ``args.task`` on ``args.server``; exit code as a local solve's (0 answer, 1 none, 2 error)."""
-    from jupiter.client import Client, ClientError, JobStatus
-
-    from jupiter.commands.outputs import RunFolderState, check_run_folder, move_previous_run
-
     _refuse_local_only(args)
     record, files, task_id = _task_dict(args)
     out = _out_dir(args, task_id)

@@ -17,6 +17,10 @@ from pathlib import Path
 
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.outputs import check_output_file, check_output_folder
+from jupiter.commands.search_args import flag_message
+from value_model.config import (DEFAULT_TRAIN_PROFILE, TRAIN_PROFILES, TRAIN_SOURCES, ConfigError, ModelConfig,
+                                train_profile)
+from value_model.extract import ExtractConfig, ExtractError, extract_samples, read_samples, write_samples
 
 __all__ = ["add_parser"]
 
@@ -44,7 +48,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     help="backbone: 'default' (the fine-tuned policy, as the paper), 'default-base', a Hugging Face "
                          "or adapter folder")
     tr.add_argument("--out", type=Path, help="output folder (model, checkpoints, metrics.json); required to train")
-    from value_model.config import DEFAULT_TRAIN_PROFILE, TRAIN_PROFILES
 
     tr.add_argument("--profile", default=DEFAULT_TRAIN_PROFILE, choices=sorted(TRAIN_PROFILES),
                     help="training settings: 'paper' (3 epochs, batch 4, lr 1e-4, 100 warm-up steps, weight "
@@ -101,8 +104,6 @@ _IRREGULAR_FLAGS = {"grad_accumulation": "--grad-accum", "learning_rate": "--lr"
 
 
 def _fail(message: str) -> int:
-    from jupiter.commands.search_args import flag_message
-
     message = flag_message(message, _IRREGULAR_FLAGS, owners=("TrainConfig", "ExtractConfig", "ModelConfig"),
                            dash_unknown=True)  # errors name what the user typed
     print(f"jupiter: error: {message}", file=sys.stderr)
@@ -110,9 +111,6 @@ def _fail(message: str) -> int:
 
 
 def run_extract(args: argparse.Namespace) -> int:
-    from value_model.config import ConfigError
-    from value_model.extract import ExtractConfig, ExtractError, extract_samples, write_samples
-
     check_output_file(args.output, "--output")
     try:
         config = ExtractConfig(max_correct=args.max_correct, max_wrong=args.max_wrong,
@@ -131,8 +129,6 @@ def run_extract(args: argparse.Namespace) -> int:
 
 def _train_config(args: argparse.Namespace):
     """The profile's ``TrainConfig`` with the flags the user gave on top (ConfigError names a bad field)."""
-    from value_model.config import train_profile
-
     return train_profile(
         args.profile, epochs=args.epochs, batch_size=args.batch_size, grad_accumulation=args.grad_accum,
         learning_rate=args.lr, head_learning_rate=args.head_lr, weight_decay=args.weight_decay,
@@ -142,8 +138,6 @@ def _train_config(args: argparse.Namespace):
 
 
 def _print_config(args: argparse.Namespace, train_config) -> int:
-    from value_model.config import TRAIN_SOURCES
-
     print(json.dumps({"profile": args.profile, "train": train_config.to_dict(),
                       "model": {"base": args.base, "lora_r": args.lora_r, "lora_alpha": args.lora_alpha,
                                 "lora_dropout": args.lora_dropout, "max_tokens": args.max_tokens,
@@ -153,9 +147,6 @@ def _print_config(args: argparse.Namespace, train_config) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from value_model.config import ConfigError, ModelConfig
-    from value_model.extract import ExtractError, read_samples
-
     try:
         train_config = _train_config(args)
     except ConfigError as exc:

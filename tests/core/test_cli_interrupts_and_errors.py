@@ -383,7 +383,7 @@ def test_the_interrupted_message_promises_a_resume_only_where_there_is_one(tmp_p
     assert main(["score", "dabench", str(labels), "--labels", str(labels)]) == 130
     assert capsys.readouterr().err.strip() == "jupiter: interrupted"  # nothing is saved, nothing resumes
 
-    monkeypatch.setattr("nbqa_pipeline.filter_stage.run_filter", interrupted)
+    monkeypatch.setattr("jupiter.commands.nbqa.run_filter", interrupted)
     assert main(["nbqa", "filter", str(labels), "--out", str(tmp_path / "f")]) == 130
     assert "rerun the same command to resume" in capsys.readouterr().err
 
