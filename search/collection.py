@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from jupiter.output_paths import check_output_folder
 from jupiter.task import TaskError, load_tasks
 from search.config import ConfigError, Mode, SearchConfig
 from search.profiles import DEFAULT_PROFILE, profile_values
@@ -173,16 +174,6 @@ def _dry_run(args: argparse.Namespace, tasks: list, config: SearchConfig) -> int
     return 0
 
 
-def _make_out(out: Path) -> None:
-    """Create the (resumable) output folder before Ray starts, so a file or an unwritable place fails at once."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise TaskError(f"--out {out}: cannot be the output folder ({exc.strerror or exc})") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise TaskError(f"--out {out}: the folder is not writable")
-
-
 def _local_ray_options(args: argparse.Namespace) -> dict[str, Any] | None:
     """ray.init options for a local Ray started by this command (ignored when joining a cluster)."""
     if args.ray_temp_dir is None or args.ray_address or os.environ.get("RAY_ADDRESS"):
@@ -223,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run:
         return _dry_run(args, tasks, config)
     try:
-        _make_out(args.out)
+        check_output_folder(args.out)  # resumable; a file or an unwritable place fails before Ray starts
     except TaskError as exc:
         parser.error(str(exc))
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from jupiter.commands.helpformat import HelpFormatter
-from jupiter.commands.outputs import check_output_file, check_output_folder
+from jupiter.output_paths import check_output_file, check_output_folder
 from jupiter.commands.search_args import add_search_arguments, config_from_args, print_config
 from jupiter.task import TaskError
 from benchmarks.paths import default_data_dir

@@ -17,7 +17,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from jupiter.commands.outputs import check_output_folder
+from jupiter.output_paths import check_output_folder
 from nbqa_pipeline.crawl import CrawlConfig, crawl
 from nbqa_pipeline.dabench_layout import write_dabench_layout
 from nbqa_pipeline.diversity import DiversityConfig

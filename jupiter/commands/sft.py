@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from jupiter.commands.helpformat import HelpFormatter
-from jupiter.commands.outputs import check_output_folder
+from jupiter.output_paths import check_output_folder
 from jupiter.task import TaskError
 
 __all__ = ["add_parser"]

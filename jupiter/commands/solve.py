@@ -23,7 +23,7 @@ from typing import Any
 from jupiter import console_log
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.interrupts import EXIT_INTERRUPTED, StopSignals
-from jupiter.commands.outputs import RunFolderState, check_output_folder, check_run_folder, move_previous_run
+from jupiter.output_paths import RunFolderState, check_output_folder, check_run_folder, move_previous_run
 from jupiter.commands.search_args import add_search_arguments, config_from_args, print_config
 from jupiter.llm import PolicyError, load_policy
 from jupiter.llm.spec import PolicyChoice, describe_policy

@@ -22,7 +22,7 @@ from typing import Any
 from tqdm import tqdm
 
 from jupiter.client import Client, ClientError, JobStatus
-from jupiter.commands.outputs import RunFolderState, check_run_folder, move_previous_run
+from jupiter.output_paths import RunFolderState, check_run_folder, move_previous_run
 from jupiter.commands.search_args import settings_from_args
 from jupiter.task import TaskError, load_task_file
 from search.profiles import DEFAULT_PROFILE

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from jupiter.commands.helpformat import HelpFormatter
-from jupiter.commands.outputs import check_output_file, check_output_folder
+from jupiter.output_paths import check_output_file, check_output_folder
 from jupiter.commands.search_args import flag_message
 from value_model.config import (DEFAULT_TRAIN_PROFILE, TRAIN_PROFILES, TRAIN_SOURCES, ConfigError, ModelConfig,
                                 train_profile)

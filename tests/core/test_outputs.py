@@ -1,4 +1,4 @@
-"""``jupiter.commands.outputs``: the one output-path check every command makes before any work."""
+"""``jupiter.output_paths``: the one output-path check every command makes before any work."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from jupiter.commands.outputs import (OutputError, RunFolderState, check_output_file, check_output_folder,
-                                      check_run_folder, move_previous_run)
+from jupiter.output_paths import (OutputError, RunFolderState, check_output_file, check_output_folder,
+                                  check_run_folder, move_previous_run)
 from jupiter.task import TaskError
 
 UNWRITABLE = "/proc/jupiter-outputs-test"  # not creatable even by root
@@ -31,6 +31,18 @@ def test_output_folder_refuses_a_file_and_an_unwritable_place(tmp_path):
     with pytest.raises(OutputError, match="cannot create files in /proc"):
         check_output_folder(UNWRITABLE)
     assert issubclass(OutputError, TaskError)  # the CLI turns it into exit 2 and one line
+
+
+def test_a_collection_refuses_a_file_as_its_out_before_ray_starts(tmp_path, capsys):
+    from search.collection import main
+
+    task = tmp_path / "task.json"
+    task.write_text(json.dumps({"id": "t", "question": "q?", "label": "@x[1]"}))
+    (tmp_path / "taken").write_text("a file")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--tasks", str(task), "--out", str(tmp_path / "taken")])
+    assert exit_.value.code == 2
+    assert f"--out {tmp_path / 'taken'}: is an existing file" in capsys.readouterr().err
 
 
 def test_output_file_checks(tmp_path):
