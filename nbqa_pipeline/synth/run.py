@@ -53,7 +53,9 @@ class SynthConfig:
             mistakes the shipped adapter's two stages were trained on (kept so that their recorded commands
             reproduce their data). 2: adds filter, threshold-count and flag-feature programs, the question-words
             and used-before-created mistakes, and marks mistaken steps so that ``jupiter sft`` leaves them out of
-            the loss (``no_loss_turns`` in the SFT rows).
+            the loss (``no_loss_turns`` in the SFT rows). 3: recipe 2, and a loosely worded question names each
+            column that its table's R help page describes by that description ("number of years married" for
+            ``yearsmarried``), as DABench names columns by meaning (``nbqa_pipeline.synth.descriptions``).
         timeout_s: per cell.
     """
 
@@ -138,6 +140,7 @@ WEIGHTS = {"mean_of_column": 4, "pearson": 3, "count_categories": 2, "group_mean
 RECIPES: dict[int, tuple[str, ...]] = {
     1: tuple(sorted(set(PROGRAMS) - {"filter_mean", "count_above", "flag_feature"})),
     2: tuple(sorted(PROGRAMS)),
+    3: tuple(sorted(PROGRAMS)),
 }
 
 
@@ -217,7 +220,7 @@ def run_synth(out_dir: Path, config: SynthConfig = SynthConfig(), sandbox_factor
                     dropped["duplicate_question"] += 1
                     continue
                 if config.loose_share and rng.random() < config.loose_share:
-                    draft = loosen(draft, info.columns) or draft
+                    draft = loosen(draft, info.columns, info.phrases if config.recipe >= 3 else None) or draft
                 data_path = out_dir / "tables" / info.file_name
                 if not data_path.is_file():
                     write_table(frame, data_path)

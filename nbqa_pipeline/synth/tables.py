@@ -17,9 +17,11 @@ import io
 import logging
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
+
+from nbqa_pipeline.synth.descriptions import column_phrases
 
 __all__ = ["TableInfo", "TableSource", "describe_table", "clean_table", "table_sources", "load_table", "file_name_for",
            "write_table", "SynthDataError"]
@@ -63,6 +65,8 @@ class TableInfo:
     top_values: dict[str, tuple[Any, ...]] = field(default_factory=dict, compare=False, hash=False)
     #: a continuous column's median rounded to two significant digits: "above 45" thresholds a person would write
     round_medians: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
+    #: what a column means, from the table's R help page (``nbqa_pipeline.synth.descriptions``): described wording
+    phrases: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
 def _file_name(item: str) -> str:
@@ -172,6 +176,7 @@ def load_table(source: TableSource, exclude: Callable[[TableSource, Any], str | 
         log.info("%s: excluded (%s)", source.key, reason)
         return None
     info = describe_table(frame, source, file_name)
+    info = replace(info, phrases=column_phrases(source.package, source.item, info.columns))
     return (info, frame) if info.continuous else None
 
 

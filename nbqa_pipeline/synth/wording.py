@@ -7,14 +7,15 @@ common cell error of the first fine-tuned default on DABench dev (58 of its fail
 task the question and constraints name each column in plain words (lower case, words split at ``_``, ``.`` and
 camel case, no quotes), the solution still inspects the table first, and its first computing step says which
 printed column each phrase is (``"fare" is the column 'Fare'.``) before using the exact name in code — the
-habit of reading the column list that the model must learn.
+habit of reading the column list that the model must learn. Described wording (recipe 3) goes further and
+names a column by what its help page says it means (``nbqa_pipeline.synth.descriptions``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any
+from typing import Any, Mapping
 
 from nbqa_pipeline.synth.programs import Draft, Step
 from nbqa_pipeline.synth.tables import TableInfo
@@ -45,13 +46,16 @@ def _first_mention(words: str, text: str) -> int:
     return found.start() if found else len(text)
 
 
-def loosen(draft: Draft, columns: tuple[str, ...]) -> Draft | None:
+def loosen(draft: Draft, columns: tuple[str, ...], phrases: Mapping[str, str] | None = None) -> Draft | None:
     """The draft with every column of ``columns`` that its question or constraints mention reworded loosely,
     and a mapping sentence in front of its first step's thought; None when no mentioned column has a loose
-    form different from its name (nothing to learn) or two columns would read the same."""
+    form different from its name (nothing to learn) or two columns would read the same.
+
+    ``phrases``: what columns mean (``TableInfo.phrases``, from the table's help page); a column that has one is
+    named by it ("number of years married" for ``yearsmarried``), the others by their plain words."""
     mentioned = [c for c in sorted(columns, key=len, reverse=True)
                  if _pattern(c).search(draft.question) or _pattern(c).search(draft.constraints)]
-    loose = {c: loose_name(c) for c in mentioned}
+    loose = {c: (phrases or {}).get(c) or loose_name(c) for c in mentioned}
     changed = {c: w for c, w in loose.items() if w is not None and len(w) >= 3}  # "r" for R reads as a letter
     if not changed or len(set(changed.values())) != len(changed):
         return None
@@ -87,5 +91,6 @@ def title_case_columns(info: TableInfo, frame: Any) -> tuple[TableInfo, Any]:
                    positive=cols(info.positive),
                    cardinality={renamed.get(c, c): n for c, n in info.cardinality.items()},
                    top_values={renamed.get(c, c): v for c, v in info.top_values.items()},
-                   round_medians={renamed.get(c, c): v for c, v in info.round_medians.items()})
+                   round_medians={renamed.get(c, c): v for c, v in info.round_medians.items()},
+                   phrases={renamed.get(c, c): v for c, v in info.phrases.items()})
     return info, frame.rename(columns=renamed)
