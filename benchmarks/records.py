@@ -19,13 +19,12 @@ from __future__ import annotations
 import enum
 import json
 import logging
-import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from jupiter.appendlog import append_record, read_records, repair_tail, write_records
+from jupiter.appendlog import append_record, read_records, repair_tail, replace_atomically, write_records
 
 __all__ = ["CandidateRecord", "TaskRecord", "ResultsLog", "record_from_result", "candidate_iteration",
            "iteration_numbers", "write_jsonl", "FailureSource", "RunFailure", "FAILURE_FILE", "write_failure",
@@ -329,12 +328,8 @@ class RunFailure:
 
 def write_failure(run_dir: str | Path, failure: RunFailure) -> Path:
     """Write ``failure.json`` into ``run_dir`` (whole or not at all: a temporary file, then a rename)."""
-    path = Path(run_dir) / FAILURE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(failure.to_dict(), indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
-    return path
+    text = json.dumps(failure.to_dict(), indent=2) + "\n"
+    return replace_atomically(Path(run_dir) / FAILURE_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def read_failure(run_dir: str | Path) -> RunFailure | None:

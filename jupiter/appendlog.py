@@ -6,7 +6,7 @@ with a warning, and the next append first cuts it off — otherwise the new reco
 fragment and lost with it.
 
 Input files that users hand us are read strictly by ``jupiter.task.read_jsonl`` (errors name the line); this
-module is for files we write ourselves.
+module is for files we write ourselves, and holds the one way a whole file is replaced (``replace_atomically``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-__all__ = ["append_record", "read_records", "write_records", "repair_tail"]
+__all__ = ["append_record", "read_records", "write_records", "repair_tail", "replace_atomically"]
 
 log = logging.getLogger(__name__)
 
@@ -90,14 +91,31 @@ def write_records(
     path: str | Path, records: Iterable[Mapping[str, Any]], *, default: Callable[[Any], Any] | None = None
 ) -> None:
     """Replace ``path`` with ``records`` atomically (a temporary file in the same folder, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    def write(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as handle:
             for record in records:
                 handle.write(json.dumps(record, ensure_ascii=False, default=default) + "\n")
+
+    replace_atomically(path, write)
+
+
+def replace_atomically(path: str | Path, write: Callable[[Path], Any], durable: bool = False) -> Path:
+    """Replace ``path`` whole or not at all: ``write(tmp)`` fills a temporary file in the same folder (created
+    with it), which is fsynced when ``durable`` and renamed over ``path``; a failed write leaves ``path`` as it
+    was and no temporary file. ``durable`` matters where a later record (a manifest line) vouches for the file:
+    a crash must not keep the record and lose the file (it costs an fsync, about 8 ms on a busy disk)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        if durable:
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

@@ -17,13 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 from urllib.parse import parse_qs, urlparse
 
+from jupiter.appendlog import replace_atomically
 from nbqa_pipeline.deps import extract_dependencies, resolve_path
 from nbqa_pipeline.github import GitHubClient, GitHubError
 from nbqa_pipeline.jsonl import append_jsonl, finished_ids, read_jsonl
@@ -88,10 +88,7 @@ def _load_state(path: Path, query: str, config: CrawlConfig) -> dict[str, Any]:
 
 
 def _save_state(path: Path, state: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state))
-    os.replace(tmp, path)
+    replace_atomically(path, lambda tmp: tmp.write_text(json.dumps(state)))
 
 
 def _item_record(item: dict[str, Any]) -> dict[str, Any]:
@@ -169,10 +166,7 @@ def _repo_meta(client: GitHubClient, out_dir: Path, repo: str, cache: dict[str, 
 
 
 def _write_file(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    replace_atomically(path, lambda tmp: tmp.write_bytes(data))
 
 
 def _download_one(client: GitHubClient, out_dir: Path, cand: dict[str, Any], meta: dict[str, Any],

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from jupiter.appendlog import replace_atomically
 from search.tree import Node, Tree
 
 __all__ = ["solution_path", "path_notebook", "PAPER_FIELDS", "PAPER_EXTRA_FIELDS", "paper_records",
@@ -104,10 +105,6 @@ def paper_records(tree: Tree) -> list[dict[str, Any]]:
 
 def save_paper_tree(tree: Tree, path: str | Path) -> Path:
     """Write ``paper_records(tree)`` as JSON (UTF-8, atomically via a temporary file). Returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(paper_records(tree), ensure_ascii=False, indent=1), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    text = json.dumps(paper_records(tree), ensure_ascii=False, indent=1)
+    return replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 

@@ -13,14 +13,13 @@ files skip that (about 8 ms a file on a busy disk, on the service's search threa
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import nbformat
 
+from jupiter.appendlog import replace_atomically
 from search.export import path_notebook
 from search.html import render_tree_html
 from search.result import SearchResult
@@ -57,39 +56,20 @@ class WrittenOutputs:
         return self.folder / name
 
 
-def _atomic_replace(path: Path, write: Callable[[Path], Any], durable: bool = True) -> Path:
-    """Call ``write(tmp_path)``, fsync the file when ``durable``, then rename it over ``path`` (same folder, so
-    atomic)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        if durable:
-            with open(tmp, "rb") as handle:
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
 def write_tree_atomic(tree: Tree, path: str | Path, durable: bool = True) -> Path:
     """Write ``tree`` as a tree file (``search.tree_io``) so that ``path`` is either absent or complete (and, when
     ``durable``, on disk before this returns)."""
-    return _atomic_replace(Path(path), lambda tmp: save_tree(tree, tmp), durable)
+    return replace_atomically(path, lambda tmp: save_tree(tree, tmp), durable)
 
 
 def write_json_atomic(data: Any, path: str | Path) -> Path:
     """Write ``data`` as indented JSON (UTF-8) so that ``path`` is either absent or complete."""
     text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True, default=str)
-    return _atomic_replace(Path(path), lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
+    return replace_atomically(path, lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"), durable=True)
 
 
 def _write_text_atomic(text: str, path: Path) -> Path:
-    return _atomic_replace(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), durable=False)
+    return replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def _summary(result: SearchResult) -> str:

@@ -28,6 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from jupiter.appendlog import replace_atomically
 from jupiter.prompts import OBSERVATION_PREFIX, Message, ReplyStatus, parse_reply
 from jupiter.task import Task, task_from_record
 
@@ -144,12 +145,8 @@ def save_tree(tree: Tree, path: str | Path, max_output_chars: int = DEFAULT_MAX_
 
     ``max_output_chars``: text kept per cell's outputs (``search.stored_outputs``).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(dumps_records(tree_to_records(tree, max_output_chars)), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    text = dumps_records(tree_to_records(tree, max_output_chars))
+    return replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def node_messages(records: list[dict[str, Any]], where: str = "tree") -> dict[str, list[Message]]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from jupiter.appendlog import append_record, read_records, repair_tail, write_records
+import pytest
+
+from jupiter.appendlog import append_record, read_records, repair_tail, replace_atomically, write_records
 
 
 def test_append_after_a_torn_line_keeps_the_new_record(tmp_path):
@@ -43,3 +45,17 @@ def test_write_records_replaces_atomically_and_leaves_no_temp_file(tmp_path):
     write_records(path, [{"c": 3}])
     assert path.read_text() == '{"c": 3}\n'
     assert sorted(p.name for p in path.parent.iterdir()) == ["out.jsonl"]
+
+
+def test_a_failed_replace_keeps_the_old_file_and_leaves_no_temp_file(tmp_path):
+    path = tmp_path / "tree.json"
+    replace_atomically(path, lambda tmp: tmp.write_text("old"), durable=True)
+
+    def fails_halfway(tmp):
+        tmp.write_text("half a fi")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        replace_atomically(path, fails_halfway)
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["tree.json"]
