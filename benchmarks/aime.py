@@ -58,7 +58,7 @@ def aime_vote(candidates: Sequence[CandidateRecord]) -> int | None:
     for candidate in candidates:
         number = aime_integer(candidate.answer)
         if number is not None:  # a node kept for several identical replies counts each of them
-            counts[number] = counts.get(number, 0) + max(1, int(getattr(candidate, "multiplicity", 1) or 1))
+            counts[number] = counts.get(number, 0) + max(1, candidate.multiplicity)
     return max(counts, key=lambda k: counts[k]) if counts else None  # dicts keep insertion order: first wins ties
 
 

@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from jupiter.appendlog import append_record, read_records, repair_tail, replace_atomically, write_records
+from search.result import SearchResult
+from search.tree import Tree
 
-__all__ = ["CandidateRecord", "TaskRecord", "ResultsLog", "record_from_result", "candidate_iteration",
+__all__ = ["CandidateRecord", "TaskRecord", "ResultsLog", "record_from_result",
            "iteration_numbers", "write_jsonl", "FailureSource", "RunFailure", "FAILURE_FILE", "write_failure",
            "read_failure", "clear_failure"]
 
@@ -132,27 +134,16 @@ class TaskRecord:
         )
 
 
-def candidate_iteration(node: Any) -> int | None:
-    """The search iteration in which an answer node was created, when the tree recorded it."""
-    for name in ("iteration", "created_iteration"):
-        value = getattr(node, name, None)
-        if isinstance(value, int):
-            return value
-    timings = getattr(node, "timings", None) or {}
-    value = timings.get("iteration") if isinstance(timings, Mapping) else None
-    return int(value) if isinstance(value, (int, float)) else None
-
-
-def iteration_numbers(tree: Any, is_tree_mode: bool) -> dict[str, int]:
+def iteration_numbers(tree: Tree, is_tree_mode: bool) -> dict[str, int]:
     """Node tag → the search iteration that created it, read from the tree's shape.
 
     Nodes carry their creation order, not their iteration. In the tree modes every iteration expands one node
     and its children are created together, so a node's iteration is the rank of its parent's expansion among
     all expansions (ordered by the first child's creation order); an iteration whose replies were all dropped
     leaves no trace, so the numbers can run slightly behind. In REACT/VOTE every step extends each live path
-    by one node, so a node's iteration is its depth. A node that records its own iteration wins.
+    by one node, so a node's iteration is its depth.
     """
-    nodes = [n for n in getattr(tree, "nodes", ()) if n.parent is not None]
+    nodes = [n for n in tree.nodes if n.parent is not None]
     out: dict[str, int] = {}
     if is_tree_mode:
         first_child: dict[str, int] = {}
@@ -165,32 +156,16 @@ def iteration_numbers(tree: Any, is_tree_mode: bool) -> dict[str, int]:
     else:
         for node in nodes:
             out[node.tag] = int(node.depth)
-    for node in nodes:
-        own = candidate_iteration(node)
-        if own is not None:
-            out[node.tag] = own
     return out
 
 
-def record_from_result(result: Any, benchmark: str, extra: Mapping[str, Any] | None = None) -> TaskRecord:
+def record_from_result(result: SearchResult, benchmark: str, extra: Mapping[str, Any] | None = None) -> TaskRecord:
     """A ``search.SearchResult`` → TaskRecord (the tree itself is saved separately, if at all)."""
-    tree = result.tree
-    mode = getattr(getattr(result, "config", None), "mode", None)
-    iterations = iteration_numbers(tree, bool(getattr(mode, "is_tree", True))) if tree is not None else {}
-    candidates = []
-    for c in result.candidates:
-        candidates.append(
-            CandidateRecord(
-                tag=c.tag,
-                answer=c.answer,
-                key=c.key,
-                value=float(c.value),
-                iteration=iterations.get(c.tag),
-                visits=int(getattr(c, "visits", 0) or 0),
-                multiplicity=max(1, int(getattr(c, "multiplicity", 1) or 1)),
-            )
-        )
-    task = getattr(tree, "task", None)
+    iterations = iteration_numbers(result.tree, result.config.mode.is_tree)
+    candidates = tuple(CandidateRecord(tag=c.tag, answer=c.answer, key=c.key, value=float(c.value),
+                                       iteration=iterations.get(c.tag), visits=c.visits,
+                                       multiplicity=max(1, c.multiplicity))
+                       for c in result.candidates)
     stats = result.stats
     return TaskRecord(
         id=str(result.task_id),
@@ -199,8 +174,8 @@ def record_from_result(result: Any, benchmark: str, extra: Mapping[str, Any] | N
         vote_answer=result.vote_answer,
         value_answer=result.value_answer,
         decided_by=str(result.decided_by),
-        candidates=tuple(candidates),
-        label=getattr(task, "label", None),
+        candidates=candidates,
+        label=result.tree.task.label if result.tree.task is not None else None,
         iterations=int(stats.iterations),
         nodes=int(stats.nodes),
         model_calls=int(stats.model_calls),

@@ -78,15 +78,12 @@ def solver_for(ray: bool, llm_spec: str = "", value_model: str | Path | None = N
     try:
         if importlib.util.find_spec("ray") is None:
             raise ImportError("No module named 'ray'")
-        # import_module (not ``from search import``) so a module already loaded as an attribute is re-checked
-        ray_driver = importlib.import_module("search.ray_driver")
+        importlib.import_module("search.ray_driver")  # Ray's own imports fail here, not mid-run
     except ImportError as exc:
         raise RayUnavailableError(
             f"--ray needs search/ray_driver.py and Ray installed (pip install 'jupiter-nbsearch[ray]'); "
             f"import failed: {exc}"
         ) from None
-    if not callable(getattr(ray_driver, "solve_tasks_ray", None)):
-        raise RayUnavailableError("--ray: search.ray_driver has no solve_tasks_ray(tasks, llm_spec, config, out_dir, ...)")
     if ray_dir is None:
         raise RayUnavailableError("--ray: no folder given for the Ray driver's files")
     from benchmarks.ray_solver import ray_solver
@@ -201,7 +198,7 @@ def run_loop(
             if task is None:
                 log.warning("the driver returned an unknown task id %r", result.task_id)
                 continue
-            if getattr(result, "interrupted", False):
+            if result.interrupted:
                 interrupted.append(task.id)
                 continue
             record = to_record(result, task)

@@ -260,8 +260,7 @@ def _dsbench_record(result: Any, spec: DsbenchSpec, data: DsbenchData, capture: 
     """
     record = record_from_result(result, "dsbench")
     tree = result.tree
-    mode = getattr(getattr(result, "config", None), "mode", None)
-    iterations = iteration_numbers(tree, bool(getattr(mode, "is_tree", True)))
+    iterations = iteration_numbers(tree, result.config.mode.is_tree)
     files = _node_files(result, capture)
     answers_path = data.answers_path(spec.name)
     by_digest: dict[str, SubmissionScore] = {}
@@ -302,7 +301,7 @@ def _dsbench_record(result: Any, spec: DsbenchSpec, data: DsbenchData, capture: 
 
     final = answer_score(result.chosen_tag)
     # value_answer is None without a value model (Ray results carry no value-call count)
-    used_value = int(getattr(result.stats, "value_calls", 0) or 0) > 0 or result.value_answer is not None
+    used_value = result.stats.value_calls > 0 or result.value_answer is not None
     by_value = _by_value(scores) if used_value else None
     best = _best(scores, spec.higher_is_better)
     extra = {

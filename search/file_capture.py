@@ -26,7 +26,7 @@ import logging
 import threading
 from typing import Any, Iterable
 
-__all__ = ["SubmissionCapture", "CapturingSandbox", "writer_nodes", "submission_files", "answer_files"]
+__all__ = ["SubmissionCapture", "CapturingSandbox", "writer_nodes", "submission_files"]
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +65,12 @@ class SubmissionCapture:
     def wrote(self, node: Any) -> bool:
         """Whether ``node``'s own cell left a submission file that its nearest executed ancestor did not have
         (a new file, or different bytes). False for nodes without a cell of their own."""
-        if getattr(node, "execution", None) is None:
+        if node.execution is None:
             return False
         digest = self._visible_digest(node)
         if digest is None:
             return False
-        parent = getattr(node, "parent", None)
-        return parent is None or self._visible_digest(parent) != digest
+        return node.parent is None or self._visible_digest(node.parent) != digest
 
     def _digest_of(self, execution: Any) -> str | None:
         with self._lock:
@@ -81,9 +80,8 @@ class SubmissionCapture:
     def _visible_digest(self, node: Any) -> str | None:
         current = node
         while current is not None:
-            execution = getattr(current, "execution", None)
-            if execution is not None:
-                return self._digest_of(execution)  # None: the latest cell on this path left no file
+            if current.execution is not None:
+                return self._digest_of(current.execution)  # None: the latest cell on this path left no file
             current = current.parent
         return None
 
@@ -91,9 +89,8 @@ class SubmissionCapture:
         """Drop what was captured for ``nodes`` (a finished tree), freeing the memory."""
         with self._lock:
             for node in nodes:
-                execution = getattr(node, "execution", None)
-                if execution is not None:
-                    self._by_execution.pop(id(execution), None)
+                if node.execution is not None:
+                    self._by_execution.pop(id(node.execution), None)
             live = {digest for _, digest in self._by_execution.values()}
             for digest in [d for d in self._blobs if d not in live]:
                 del self._blobs[digest]
@@ -138,7 +135,7 @@ class CapturingSandbox:
 def writer_nodes(capture: SubmissionCapture, nodes: Iterable[Any]) -> list[Any]:
     """The nodes among ``nodes`` whose own cell wrote the captured file (see the module docstring), in order;
     nodes ended by an infrastructure failure are left out."""
-    return [n for n in nodes if not getattr(n, "is_infrastructure_failure", False) and capture.wrote(n)]
+    return [n for n in nodes if not n.is_infrastructure_failure and capture.wrote(n)]
 
 
 def submission_files(capture: SubmissionCapture, nodes: Iterable[Any]) -> dict[str, bytes]:
@@ -154,13 +151,8 @@ def submission_files(capture: SubmissionCapture, nodes: Iterable[Any]) -> dict[s
         if blob is not None:
             files[node.tag] = blob
     for node in nodes:
-        if getattr(node, "is_answer", False):
+        if node.is_answer:
             blob = capture.for_node(node)
             if blob is not None:
                 files[node.tag] = blob
     return files
-
-
-#: The name ``search/ray_actors.py`` calls: it now returns the writers' files too (issue 12 item 9), so a Ray
-#: worker sends back every submission the paper scores without a change there.
-answer_files = submission_files

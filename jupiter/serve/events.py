@@ -39,7 +39,7 @@ def node_event(node: Any) -> dict[str, Any]:
         "tag": node.tag,
         "parent": node.parent.tag if node.parent is not None else None,
         "depth": node.depth,
-        "status": getattr(node.status, "value", node.status),
+        "status": node.status.value,
         "terminal": node.terminal.value if node.terminal is not None else None,
         "value": node.value,
         "visits": node.visit_count,
