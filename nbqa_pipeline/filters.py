@@ -178,10 +178,6 @@ def gather_facts(notebook_file: Path, repo_path: str) -> NotebookFacts:
 # ----------------------------------------------------------------------------------------------- rules
 
 
-def rule_valid(facts: NotebookFacts, config: FilterConfig) -> Reason | None:
-    return Reason.INVALID_NOTEBOOK if facts.notebook is None else None
-
-
 def _nonempty_code(facts: NotebookFacts):
     assert facts.notebook is not None
     return [c for c in facts.notebook.code_cells if c.source.strip()]

@@ -40,10 +40,6 @@ class Solution:
     cells: tuple[Cell, ...]
     answer: str
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.cells
-
 
 @dataclass(frozen=True)
 class QuestionSolutions:
