@@ -275,8 +275,12 @@ def open_process_budget(max_processes, nproc_enforced):
 
 
 def _write(path, value):
-    with open(path, "w", encoding="ascii") as fh:
-        fh.write(str(value))
+    """Write a cgroup file: one ``write`` of the value (no buffered file object: this is on every branch's path)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, str(value).encode("ascii"))
+    finally:
+        os.close(fd)
 
 
 def _is_v2(path):
@@ -363,7 +367,8 @@ class SandboxGroups:
         off)."""
         if not self.per_state:
             return None
-        self.collect()
+        if self._removing:
+            self.collect()
         paths = []
         memory = None
         for base in (self.pids.path if self.pids is not None else None, self.memory):
@@ -371,9 +376,9 @@ class SandboxGroups:
                 continue
             path = base / name
             try:
-                path.mkdir()
-                if base == self.memory and self.state_memory_bytes is not None:
-                    _write(path / "memory.limit_in_bytes", self.state_memory_bytes)
+                os.mkdir(path)
+                if base is self.memory and self.state_memory_bytes is not None:
+                    _write(os.path.join(path, "memory.limit_in_bytes"), self.state_memory_bytes)
                     memory = path
             except OSError as exc:
                 log.info("no per-state cgroup %s: %s", path, exc)
@@ -466,7 +471,7 @@ class StateGroup:
         fds = []
         for path in self.paths:
             try:
-                fds.append(os.open(path / "tasks", os.O_WRONLY | os.O_CLOEXEC))
+                fds.append(os.open(os.path.join(path, "tasks"), os.O_WRONLY | os.O_CLOEXEC))
             except OSError:
                 for fd in fds:
                     os.close(fd)
@@ -476,10 +481,14 @@ class StateGroup:
     def holds(self, pid):
         """Whether process ``pid`` is a member of every group of the state (read from ``/proc/<pid>/cgroup``)."""
         try:
-            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+            fd = os.open(f"/proc/{pid}/cgroup", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                text = os.read(fd, 65536).decode(errors="replace")
+            finally:
+                os.close(fd)
         except OSError:
             return False
-        where = {line.split(":", 2)[2].rstrip("/").rsplit("/", 1)[-1] for line in lines if line.count(":") >= 2}
+        where = {line.rstrip("/").rsplit("/", 1)[-1] for line in text.splitlines()}
         return all(path.name in where for path in self.paths)
 
     def pids(self):

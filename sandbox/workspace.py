@@ -55,15 +55,19 @@ class Layout:
 
     def make_state_dir(self, path: Path) -> None:
         """Create a state's (empty) working folder, owned by the cells' user where they run as one (what an
-        earlier, failed attempt left there is discarded)."""
-        if path.exists():
+        earlier, failed attempt left there is discarded). Plain ``os`` calls on one string: this is on every
+        branch's path."""
+        name = os.fspath(path)
+        try:
+            os.mkdir(name, 0o700)
+        except FileExistsError:
             self.discard(path)
-        path.mkdir()
+            os.mkdir(name, 0o700)
         if self.cell_uid is not None:
-            os.chown(path, self.cell_uid, self.cell_uid)
-            os.chmod(path, 0o700)
+            os.chown(name, self.cell_uid, self.cell_uid)
+            os.chmod(name, 0o700)  # whatever the umask
         else:
-            os.chmod(path, self._mode)
+            os.chmod(name, self._mode)
 
     def make_root_workspace(self, input_files: Iterable[Path]) -> tuple[Path, Path]:
         """Copy ``input_files`` into a read-only input folder and make a workspace that links to them.
