@@ -313,13 +313,19 @@ class Server:
                 self.children.discard(pid)
 
     def _become_child(self, request, fd, workspace_fd, join_fds, reparented):
+        # family and type given: else the socket asks the kernel for them (three system calls on the branch path)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=fd)
+        if request.get("setup"):
+            # the host made our folder and cgroups while we forked and sends them on our own socket
+            # (``runtime._request_fork``): wait for them before anything else
+            _setup, fds, _pid = protocol.recv_frame(conn, want_fds=True)
+            workspace_fd, join_fds = fds[0], fds[1:]
         joined = _join_own_groups(join_fds)  # first: everything this state does from here on is counted there
         os.close(self.conn.detach())
         if self.is_zygote and self.settings.get("uid") is not None:
             _drop_to_cell_user(self.settings.get("rlimits", {}))
         self.level += 1
-        # family and type given: else the socket asks the kernel for them (three system calls on the branch path)
-        self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=fd)
+        self.conn = conn
         self.pid = os.getpid()
         self.children = set()
         if self.is_zygote:  # a state forked from a state inherits this very handler
