@@ -53,7 +53,8 @@ def test_the_app_starts_a_driver_process_that_runs_jobs_and_streams_their_nodes(
     with TestClient(create_app(config)) as client:
         driver = client.app.state.server.driver
         assert isinstance(driver, DriverProcess) and driver.pid != os.getpid()
-        assert psutil.Process(driver.pid).nice() >= psutil.Process().nice() + config.nice
+        # the kernel caps niceness at 19, whatever the test run's own niceness
+        assert psutil.Process(driver.pid).nice() == min(19, psutil.Process().nice() + config.nice)
         job_id = _submit(client, settings='{"iterations": 3, "expansions": 2}')
         job = _wait(client, job_id, lambda j: j["status"] == "done")
         assert job["result"]["answer"].startswith("@mean_fare[")
