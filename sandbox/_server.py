@@ -443,7 +443,7 @@ class Server:
 
 def _join_own_groups(fds):
     """Move this new state into its own cgroups: write ``0`` (this thread, the only one after ``fork``) into each
-    ``tasks`` descriptor the host opened and sent with the fork request, then close it. A process that moves
+    ``tasks`` descriptor the host opened and sent on our socket right after the fork request, then close it. A process that moves
     itself skips the kernel's RCU wait that the host's move costs (``sandbox.limits.StateGroup``). True when every
     move worked (the host checks, and moves the state itself otherwise)."""
     joined = bool(fds)
