@@ -313,19 +313,13 @@ class Server:
                 self.children.discard(pid)
 
     def _become_child(self, request, fd, workspace_fd, join_fds, reparented):
-        # family and type given: else the socket asks the kernel for them (three system calls on the branch path)
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=fd)
-        if request.get("setup"):
-            # the host made our folder and cgroups while we forked and sends them on our own socket
-            # (``runtime._request_fork``): wait for them before anything else
-            _setup, fds, _pid = protocol.recv_frame(conn, want_fds=True)
-            workspace_fd, join_fds = fds[0], fds[1:]
         joined = _join_own_groups(join_fds)  # first: everything this state does from here on is counted there
         os.close(self.conn.detach())
         if self.is_zygote and self.settings.get("uid") is not None:
             _drop_to_cell_user(self.settings.get("rlimits", {}))
         self.level += 1
-        self.conn = conn
+        # family and type given: else the socket asks the kernel for them (three system calls on the branch path)
+        self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=fd)
         self.pid = os.getpid()
         self.children = set()
         if self.is_zygote:  # a state forked from a state inherits this very handler
@@ -443,7 +437,7 @@ class Server:
 
 def _join_own_groups(fds):
     """Move this new state into its own cgroups: write ``0`` (this thread, the only one after ``fork``) into each
-    ``tasks`` descriptor the host opened and sent on our socket right after the fork request, then close it. A process that moves
+    ``tasks`` descriptor the host opened and sent with the fork request, then close it. A process that moves
     itself skips the kernel's RCU wait that the host's move costs (``sandbox.limits.StateGroup``). True when every
     move worked (the host checks, and moves the state itself otherwise)."""
     joined = bool(fds)

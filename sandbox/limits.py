@@ -445,8 +445,8 @@ class StateGroup:
     an RCU grace period: 14-17 ms per branch on this VM, most of what the per-state groups added to a branch. A
     single-threaded process that moves *itself* (writes ``0`` into a cgroup v1 ``tasks`` file) skips that lock
     (the kernel needs it only to keep another thread group stable): about 0.01 ms. So the host opens the ``tasks``
-    files (``join_files``; the kernel checks the opener's credentials, root's) and sends them to the new state on
-    its own socket while its parent forks (``runtime._request_fork``); the new state writes ``0`` into each before it does anything else
+    files (``join_files``; the kernel checks the opener's credentials, root's) and hands them to the forking
+    runtime with the fork request; the new state writes ``0`` into each before it does anything else
     (``_server._join_own_groups``), and the host checks that it did (``holds``; else ``add``)."""
 
     def __init__(self, paths, memory, owner):

@@ -173,29 +173,24 @@ class _Born:
 
 
 def _request_fork(sock: socket.socket, request: dict, deadline: float, workspace: Path,
-                  prepare: Callable[[], tuple[int, ...]] = tuple) -> _Born | None:
+                  join_fds: tuple[int, ...] = ()) -> _Born | None:
     """Ask the runtime on ``sock`` to fork. Returns the child's socket, pids and crash-report memfd (if it sent
-    one), whether it moved itself into its cgroups and entered its own Landlock domain; None when the runtime
-    refused (unsafe to fork). Raises RuntimeDied / protocol.FrameTimeout.
-
-    ``prepare`` makes the new state's folder ``workspace`` and cgroups and returns the descriptors it joins them
-    with (``StateGroup.join_files``). It runs while the runtime forks: the fork request goes first, and the folder
-    and those descriptors follow on the child's own socket, where the child waits for them before it does anything
-    else. The host's ~0.3 ms of folder and cgroup work is then off the branch's critical path (the fork of a big
-    state takes ~5 ms). A ``prepare`` that raises ends the child (its socket closes) and the error is raised."""
+    one), whether it moved itself into its cgroups (``join_fds``: ``StateGroup.join_files``) and entered its own
+    Landlock domain; None when the runtime refused (unsafe to fork). Raises RuntimeDied / protocol.FrameTimeout."""
     host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     host_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     try:
         try:
-            protocol.send_frame(sock, {**request, "setup": True}, fds=(child_end.fileno(),))
+            # the workspace goes as an open folder: the child copies into it by descriptor, whatever its view
+            folder = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                protocol.send_frame(sock, request, fds=(child_end.fileno(), folder, *join_fds))
+            finally:
+                os.close(folder)
         finally:
             child_end.close()
-        try:
-            _send_setup(host_end, workspace, prepare())
-        except BaseException:
-            host_end.close()  # the child, if one was forked, ends: its socket is closed
-            protocol.recv_frame(sock, deadline)  # the runtime's reply is read all the same (the next one is ours)
-            raise
+            for fd in join_fds:
+                os.close(fd)
         reply, _, _ = protocol.recv_frame(sock, deadline)
         if not reply.get("ok"):
             host_end.close()
@@ -219,20 +214,6 @@ def _request_fork(sock: socket.socket, request: dict, deadline: float, workspace
             os.close(fault_fd)
         raise RuntimeDied("forked runtime did not report credentials")
     return _Born(host_end, host_pid, int(hello["pid"]), fault_fd, bool(hello.get("joined")), bool(hello.get("scoped")))
-
-
-def _send_setup(host_end: socket.socket, workspace: Path, join_fds: tuple[int, ...]) -> None:
-    """Send a new state its folder (open: it copies into it by descriptor, whatever its view) and its cgroup
-    descriptors; close ours."""
-    try:
-        folder = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            protocol.send_frame(host_end, {"op": "setup"}, fds=(folder, *join_fds))
-        finally:
-            os.close(folder)
-    finally:
-        for fd in join_fds:
-            os.close(fd)
 
 
 class ForkRuntime:
@@ -295,32 +276,27 @@ class ForkRuntime:
     def fork(self, workspace: Path, generation: int, timeout_s: float) -> "ForkRuntime | None":
         """A new runtime holding a copy of this state, working in ``workspace`` (copied from ours).
         None when forking is unsafe (extra live threads)."""
-        made: list[StateGroup | None] = [None]
-
-        def prepare() -> tuple[int, ...]:
-            self.zygote.layout.make_state_dir(workspace)
-            made[0], join = self.zygote.new_group(workspace)
-            return join
-
+        self.zygote.layout.make_state_dir(workspace)
+        group, join = self.zygote.new_group(workspace)
         try:
             got = _request_fork(self.sock, {"op": "fork", "workspace": self.zygote.plan.inside(workspace),
                                             "copy": True},
-                                time.monotonic() + timeout_s, workspace, prepare)
+                                time.monotonic() + timeout_s, workspace, join)
         except (protocol.ConnectionClosed, BrokenPipeError, ConnectionResetError) as exc:
-            if made[0] is not None:
-                made[0].close()
+            if group is not None:
+                group.close()
             note = self._death_note()
             self.kill()
             raise RuntimeDied(note) from exc
         except BaseException:
-            if made[0] is not None:
-                made[0].close()
+            if group is not None:
+                group.close()
             raise
         if got is None:
-            if made[0] is not None:
-                made[0].close()
+            if group is not None:
+                group.close()
             return None
-        return ForkRuntime(got, generation, workspace, self.zygote, made[0])
+        return ForkRuntime(got, generation, workspace, self.zygote, group)
 
     def info(self, timeout_s: float = 30.0) -> dict:
         protocol.send_frame(self.sock, {"op": "info"})
@@ -508,8 +484,7 @@ class Zygote:
                 try:
                     got = _request_fork(self.sock, {"op": "fork", "workspace": self.plan.inside(workspace),
                                                     "copy": False},
-                                        time.monotonic() + self.config.startup_timeout_s, workspace,
-                                        lambda: join)
+                                        time.monotonic() + self.config.startup_timeout_s, workspace, join)
                 except (BrokenPipeError, ConnectionResetError) as exc:
                     raise RuntimeDied(f"the sandbox runtime is gone: {exc}") from exc
             if got is None:
