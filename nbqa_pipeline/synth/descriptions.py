@@ -19,7 +19,7 @@ import pickle
 import re
 from pathlib import Path
 
-__all__ = ["column_phrases", "short_phrase"]
+__all__ = ["column_phrases", "describe_columns", "short_phrase"]
 
 _TYPE_PREFIX = re.compile(
     r"^(?:an?\s+)?(?:numeric|integer|factor|character|logical|double|binary|ordered|categorical|continuous|"
