@@ -27,6 +27,7 @@ from jupiter.task import Task
 
 from benchmarks.records import (FAILURE_FILE, FailureSource, ResultsLog, RunFailure, TaskRecord, clear_failure,
                                 write_failure)
+from search.loaders import sandbox_config, sandbox_factory
 
 __all__ = ["RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailableError", "write_run_info",
            "record_failure", "describe_backend"]
@@ -50,7 +51,6 @@ class RunOptions:
     progress: bool = True  # a tqdm bar on stderr
     save_trees: bool = True  # trees/<id>.json for each task
     ray: bool = False
-    llm: str = ""  # the policy spec (``--llm``), named in the failure record
 
 
 @dataclass
@@ -159,7 +159,7 @@ def run_loop(
     *,
     benchmark: str,
     policy: Any,
-    make_sandbox: Callable[[], Any],
+    make_sandbox: Callable[[], Any] | None = None,
     config: Any,
     value: Any = None,
     options: RunOptions,
@@ -168,12 +168,13 @@ def run_loop(
 ) -> RunOutcome:
     """Solve every task not yet in ``results.jsonl``; append each record as its tree finishes.
 
-    ``to_record(result, task)`` turns a ``SearchResult`` into the task's line (benchmark-specific fields).
-    Interrupting (Ctrl-C) loses only the trees in flight; rerunning resumes. A tree the driver ended early
-    (``result.interrupted``) is not a finished task: it is not recorded (a rerun searches it again), and once
-    the driver has handed back every tree the ``KeyboardInterrupt`` is raised again for the caller. Any other
-    exception (a dead policy backend) is recorded in ``failure.json`` and raised again; a later call that
-    finishes every task removes that record.
+    ``to_record(result, task)`` turns a ``SearchResult`` into the task's line (benchmark-specific fields);
+    ``make_sandbox`` defaults to a sandbox with ``config``'s settings. Interrupting (Ctrl-C) loses only the
+    trees in flight; rerunning resumes. A tree the driver ended early (``result.interrupted``) is not a
+    finished task: it is not recorded (a rerun searches it again), and once the driver has handed back every
+    tree the ``KeyboardInterrupt`` is raised again for the caller. Any other exception (a dead policy backend)
+    goes to the caller, which records it (``record_failure``); a later call that finishes every task removes
+    that record.
     """
     results = ResultsLog(options.out_dir / "results.jsonl")
     done = results.done_ids
@@ -185,6 +186,7 @@ def run_loop(
         return outcome
     by_id = {t.id: t for t in pending}
     solve = solver or solver_for(options.ray)
+    make_sandbox = make_sandbox or sandbox_factory(sandbox_config(config))
     started = time.perf_counter()
     bar = None
     if options.progress:
@@ -213,13 +215,6 @@ def run_loop(
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(errors=outcome.failed)
-    except Exception as exc:  # the run cannot go on: say where it stopped, then let the caller report it
-        if bar is not None:
-            bar.close()
-            bar = None
-        failure, path = record_failure(options.out_dir, exc, [t.id for t in tasks], describe_backend(policy, options.llm))
-        log.debug("%s: %s", path, failure.error)
-        raise
     finally:
         if bar is not None:
             bar.close()

@@ -1,8 +1,8 @@
 """The three benchmark runs (DABench, AIME 2025, DSBench modeling) and their reports.
 
-Each ``run_*`` solves the tasks not yet finished in ``options.out_dir`` and then calls ``report_*``, which
-recomputes the summary from ``results.jsonl`` alone — so a report can be rebuilt at any time, including for an
-interrupted run, without touching the search. Every summary says whether the run is ``complete``,
+Each ``run_*`` solves the tasks not yet finished in ``options.out_dir``; its ``report_*`` (which ``jupiter
+bench`` calls once the run ends, however it ends) recomputes the summary from ``results.jsonl`` alone — so a
+report can be rebuilt at any time, including for an interrupted run, without touching the search. Every summary says whether the run is ``complete``,
 ``incomplete`` (interrupted, or still running) or ``failed`` (``failure.json``: the error that stopped it),
 with the selected and the unfinished task ids, so a run that died never reads as a finished one.
 """
@@ -71,33 +71,13 @@ def _run_status(out_dir: Path, selected: Sequence[str], records: Sequence[TaskRe
 # ------------------------------------------------------------------------------------------------ DABench
 
 
-def run_dabench(
-    data: DabenchData,
-    policy: Any,
-    config: Any,
-    options: RunOptions,
-    value: Any = None,
-    make_sandbox: Callable[[], Any] | None = None,
-    solver: Any = None,
-) -> tuple[RunOutcome, dict[str, Any]]:
-    """Solve the DABench questions in ``data``; returns what ran and the summary (also written to disk)."""
-    try:
-        outcome = run_loop(
-            list(data.tasks),
-            benchmark="dabench",
-            policy=policy,
-            make_sandbox=make_sandbox or sandbox_factory(sandbox_config(config)),
-            config=config,
-            value=value,
-            options=options,
-            to_record=lambda result, task: record_from_result(
-                result, "dabench", {"level": task.level, "concepts": list(task.concepts)}
-            ),
-            solver=solver,
-        )
-    finally:
-        summary = report_dabench(options.out_dir, data)  # also after an interruption: the report of what finished
-    return outcome, summary
+def run_dabench(data: DabenchData, policy: Any, config: Any, options: RunOptions, value: Any = None,
+                make_sandbox: Callable[[], Any] | None = None, solver: Any = None) -> RunOutcome:
+    """Solve the DABench questions in ``data`` (level and concepts on each record)."""
+    return run_loop(list(data.tasks), benchmark="dabench", policy=policy, make_sandbox=make_sandbox, config=config,
+                    value=value, options=options, solver=solver,
+                    to_record=lambda result, task: record_from_result(
+                        result, "dabench", {"level": task.level, "concepts": list(task.concepts)}))
 
 
 def report_dabench(out_dir: Path, data: DabenchData, run: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -141,31 +121,12 @@ def _name_denominators(summary: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ AIME
 
 
-def run_aime(
-    tasks: Sequence[Task],
-    policy: Any,
-    config: Any,
-    options: RunOptions,
-    value: Any = None,
-    make_sandbox: Callable[[], Any] | None = None,
-    solver: Any = None,
-) -> tuple[RunOutcome, dict[str, Any]]:
-    """Solve AIME problems (math tasks with the tool-use prompt); OR / Vote summary."""
-    try:
-        outcome = run_loop(
-            list(tasks),
-            benchmark="aime2025",
-            policy=policy,
-            make_sandbox=make_sandbox or sandbox_factory(sandbox_config(config)),
-            config=config,
-            value=value,
-            options=options,
-            to_record=lambda result, task: record_from_result(result, "aime2025"),
-            solver=solver,
-        )
-    finally:
-        summary = report_aime(options.out_dir, tasks)
-    return outcome, summary
+def run_aime(tasks: Sequence[Task], policy: Any, config: Any, options: RunOptions, value: Any = None,
+             make_sandbox: Callable[[], Any] | None = None, solver: Any = None) -> RunOutcome:
+    """Solve AIME problems (math tasks with the tool-use prompt)."""
+    return run_loop(list(tasks), benchmark="aime2025", policy=policy, make_sandbox=make_sandbox, config=config,
+                    value=value, options=options, solver=solver,
+                    to_record=lambda result, task: record_from_result(result, "aime2025"))
 
 
 def report_aime(out_dir: Path, tasks: Sequence[Task], run: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -352,7 +313,7 @@ def run_dsbench(
     model_key: str = "",
     make_sandbox: Callable[[], Any] | None = None,
     solver: Any = None,
-) -> tuple[RunOutcome, dict[str, Any]]:
+) -> RunOutcome:
     """Simplify each task text (cached), search with the submission format, score the file of every executed
     node that wrote ``submission.csv`` (``_dsbench_record``)."""
     from benchmarks.dsbench.simplify import simplify_descriptions
@@ -368,21 +329,9 @@ def run_dsbench(
     capture = SubmissionCapture()
     inner = make_sandbox or sandbox_factory(sandbox_config(config))
     by_name = {s.name: s for s in data.specs}
-    try:
-        outcome = run_loop(
-            tasks,
-            benchmark="dsbench",
-            policy=policy,
-            make_sandbox=lambda: CapturingSandbox(inner(), capture),
-            config=config,
-            value=value,
-            options=options,
-            to_record=lambda result, task: _dsbench_record(result, by_name[task.id], data, capture),
-            solver=solver,
-        )
-    finally:
-        summary = report_dsbench(options.out_dir, data)
-    return outcome, summary
+    return run_loop(tasks, benchmark="dsbench", policy=policy, make_sandbox=lambda: CapturingSandbox(inner(), capture),
+                    config=config, value=value, options=options, solver=solver,
+                    to_record=lambda result, task: _dsbench_record(result, by_name[task.id], data, capture))
 
 
 def report_dsbench(out_dir: Path, data: DsbenchData, run: dict[str, Any] | None = None) -> dict[str, Any]:

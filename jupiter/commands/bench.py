@@ -146,7 +146,7 @@ def _options(args: argparse.Namespace, out_dir: Path) -> Any:
     from benchmarks.runner import RunOptions
 
     return RunOptions(out_dir=out_dir, seed=args.seed, progress=not args.no_progress,
-                      save_trees=not args.no_trees and not args.ray, ray=args.ray, llm=args.llm)
+                      save_trees=not args.no_trees and not args.ray, ray=args.ray)
 
 
 def _failed(args: argparse.Namespace, out_dir: Path, exc: Exception, task_ids: list[str], policy: Any,
@@ -222,6 +222,9 @@ def _run(args: argparse.Namespace, benchmark: str, data: Path | None, task_ids: 
         outcome = search(policy, config, _options(args, out_dir), value, solver)
     except TaskError:
         raise
+    except KeyboardInterrupt:
+        rebuild()  # the report of what finished
+        raise
     except Exception as exc:  # also a policy that dies while simplifying DSBench's task texts
         return _failed(args, out_dir, exc, task_ids, policy, rebuild)
     finally:
@@ -241,7 +244,7 @@ def run_dabench_command(args: argparse.Namespace) -> int:
     data = load_dabench(args.data, ids=args.ids, limit=args.limit)
     return _run(args, "dabench", data.folder, [t.id for t in data.tasks],
                 lambda policy, config, options, value, solver: run_dabench(data, policy, config, options, value=value,
-                                                                           solver=solver)[0],
+                                                                           solver=solver),
                 lambda out_dir, brief: report_dabench(out_dir, data, run=brief))
 
 
@@ -252,7 +255,7 @@ def run_aime_command(args: argparse.Namespace) -> int:
     tasks = load_aime(args.data, ids=args.ids, limit=args.limit)
     return _run(args, "aime2025", args.data or default_data_dir("aime2025"), [t.id for t in tasks],
                 lambda policy, config, options, value, solver: run_aime(tasks, policy, config, options, value=value,
-                                                                        solver=solver)[0],
+                                                                        solver=solver),
                 lambda out_dir, brief: report_aime(out_dir, tasks, run=brief))
 
 
@@ -276,7 +279,7 @@ def run_dsbench_command(args: argparse.Namespace) -> int:
     return _run(args, "dsbench", args.data, [s.name for s in data.specs],
                 lambda policy, config, options, value, solver: run_dsbench(
                     data, policy, config, options, value=value, simplify=not args.no_simplify, model_key=args.llm,
-                    solver=solver)[0],
+                    solver=solver),
                 lambda out_dir, brief: report_dsbench(out_dir, data, run=brief), info)
 
 

@@ -90,7 +90,7 @@ class _FavoursThePerfectFile:
 def test_value_selected_is_the_highest_q_writer(tmp_path, make_task):
     from benchmarks.dsbench import load_specs
     from benchmarks.runner import RunOptions
-    from benchmarks.runs import load_dsbench, run_dsbench
+    from benchmarks.runs import load_dsbench, report_dsbench, run_dsbench
     from jupiter.llm import load_policy
     from search.profiles import resolve_profile
 
@@ -98,12 +98,11 @@ def test_value_selected_is_the_highest_q_writer(tmp_path, make_task):
     data = load_dsbench(root, load_specs(tasks_json))
     config = resolve_profile("paper", "infer", iterations=6, max_depth=25, expansions=1)
     options = RunOptions(out_dir=tmp_path / "run", progress=False, save_trees=False)
-    outcome, summary = run_dsbench(data, load_policy(f"replay:{replay}"), config, options,
-                                   value=_FavoursThePerfectFile())
+    outcome = run_dsbench(data, load_policy(f"replay:{replay}"), config, options, value=_FavoursThePerfectFile())
     record = outcome.records[0].extra
     assert record["value_selected"] == pytest.approx(0.0, abs=1e-9) and record["normalized_value"] == 1.0
     assert record["final"] == pytest.approx(2.0)  # the only answer still submits the worse file
-    assert summary["metrics"]["rpg_value"] == pytest.approx(1.0)
+    assert report_dsbench(options.out_dir, data)["metrics"]["rpg_value"] == pytest.approx(1.0)
 
 
 @pytest.mark.slow

@@ -103,7 +103,7 @@ def test_interrupted_run_resumes(bench_shared, tmp_path):
     from benchmarks.dabench import load_dabench
     from benchmarks.records import ResultsLog
     from benchmarks.runner import RunOptions
-    from benchmarks.runs import run_dabench
+    from benchmarks.runs import report_dabench, run_dabench
     from jupiter.llm import load_policy
     from search import config_for_mode
     from search.driver import solve_many
@@ -128,9 +128,10 @@ def test_interrupted_run_resumes(bench_shared, tmp_path):
     with pytest.raises(Crash):
         run_dabench(data, policy, config, options, solver=interrupted)
     assert len(ResultsLog(options.out_dir / "results.jsonl").done_ids) == 2
-    outcome, summary = run_dabench(data, policy, config, options, solver=interrupted)
+    outcome = run_dabench(data, policy, config, options, solver=interrupted)
     assert outcome.skipped == 2 and outcome.ran == 2
     assert seen[1] == seen[0][2:]  # only the unfinished questions were searched again
+    summary = report_dabench(options.out_dir, data)
     assert summary["finished"] == 4 and summary["metrics"]["abq"] == 0.5
 
 
@@ -138,7 +139,7 @@ def test_value_model_decides_against_the_vote(bench_shared, tmp_path):
     """With --decision value the decided answer is the highest-value candidate; the vote figure is kept apart."""
     from benchmarks.dabench import load_dabench
     from benchmarks.runner import RunOptions
-    from benchmarks.runs import run_dabench
+    from benchmarks.runs import report_dabench, run_dabench
     from jupiter.llm import load_policy
     from search import config_for_mode
 
@@ -157,14 +158,15 @@ def test_value_model_decides_against_the_vote(bench_shared, tmp_path):
         def evaluate(self, histories):
             return [1.0 if "34.65" in h[-1]["content"] else -1.0 for h in histories]
 
-    config = config_for_mode("infer", iterations=2, decision="value")
-    outcome, summary = run_dabench(data, policy, config, RunOptions(out_dir=tmp_path / "run", progress=False),
-                                   value=ScriptedValue())
+    def run_and_report(config, out_dir):
+        run_dabench(data, policy, config, RunOptions(out_dir=out_dir, progress=False), value=ScriptedValue())
+        return report_dabench(out_dir, data)
+
+    summary = run_and_report(config_for_mode("infer", iterations=2, decision="value"), tmp_path / "run")
     assert summary["abq_vote_strict"] == 0.0  # two votes for 1
     assert summary["abq_value_selected_strict"] == 1.0 and summary["metrics"]["abq"] == 1.0
     # the paper's setting: the headline is the majority vote, also with a value model
-    outcome, summary = run_dabench(data, policy, config_for_mode("infer", iterations=2),
-                                   RunOptions(out_dir=tmp_path / "run-paper", progress=False), value=ScriptedValue())
+    summary = run_and_report(config_for_mode("infer", iterations=2), tmp_path / "run-paper")
     assert summary["metrics"]["abq"] == 0.0 and summary["abq_value_selected_strict"] == 1.0
 
 
