@@ -10,10 +10,13 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from jupiter.llm.types import Completion, PolicyError, PolicyStats, SamplingParams
 from jupiter.prompts import Message
+
+if TYPE_CHECKING:
+    from jupiter.llm.spec import PolicyChoice
 
 __all__ = ["BasePolicy", "UsageCounter", "RequestUsage", "prompt_usage", "child_seeds", "validate_histories"]
 
@@ -115,6 +118,8 @@ class BasePolicy:
 
     #: short backend name for logs and reports
     name = "base"
+    #: what ``load_policy`` resolved the spec to (None for a backend built directly)
+    choice: PolicyChoice | None = None
 
     def __init__(self) -> None:
         self._usage = UsageCounter()

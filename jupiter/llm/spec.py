@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from jupiter.llm.types import Policy, PolicyError, PolicySpecError
+from jupiter.llm.base import BasePolicy
+from jupiter.llm.types import PolicyError, PolicySpecError
 
 __all__ = ["load_policy", "describe_policy", "PolicyChoice", "DEFAULT_SPEC", "DEFAULT_BACKENDS", "DEFAULT_ENV"]
 
@@ -79,7 +80,7 @@ _FORMS = ("replay:FILE.json, http(s)://HOST:PORT/v1#model=NAME, vllm:PATH|defaul
           "hf:PATH|default|default-base, default, default-base (PATH: a model or LoRA adapter folder)")
 
 
-def load_policy(spec: str) -> Policy:
+def load_policy(spec: str) -> BasePolicy:
     """Build the policy a spec string names; ``PolicySpecError`` names the bad spec and the accepted forms.
 
     Side effects: local backends load their model now (seconds); ``default`` may convert the embedded model
@@ -91,22 +92,17 @@ def load_policy(spec: str) -> Policy:
     if spec in ("default", "default-base"):
         return _load_default(spec)
     policy = _load(spec)
-    _remember(policy, PolicyChoice(requested=spec, spec=spec, backend=str(getattr(policy, "name", "unknown")),
-                                   model=_model_of(policy)))
-    return policy
+    return _remember(policy, PolicyChoice(requested=spec, spec=spec, backend=policy.name, model=_model_of(policy)))
 
 
-def describe_policy(policy: Any) -> dict[str, Any]:
-    """What ran: ``{"requested", "spec", "backend", "model", "note"}`` for a policy from ``load_policy``, else
-    what can be read off the object (for ``result.json``)."""
-    choice = getattr(policy, "choice", None)
-    if isinstance(choice, PolicyChoice):
-        return choice.to_dict()
-    name = str(getattr(policy, "name", type(policy).__name__))
-    return PolicyChoice(requested=name, spec=name, backend=name, model=_model_of(policy)).to_dict()
+def describe_policy(policy: BasePolicy) -> dict[str, Any]:
+    """What ran, for ``result.json``: ``{"requested", "spec", "backend", "model", "note"}`` of a policy from
+    ``load_policy``."""
+    assert policy.choice is not None, "describe_policy takes a policy that load_policy made"
+    return policy.choice.to_dict()
 
 
-def _load_default(which: str = "default") -> Policy:
+def _load_default(which: str = "default") -> BasePolicy:
     """The embedded model (``default``: fine-tuned, ``default-base``: base) on the fastest backend installed
     (see the module docstring)."""
     vllm_spec, hf_spec = f"vllm:{which}", f"hf:{which}"
@@ -135,11 +131,8 @@ def _load_default(which: str = "default") -> Policy:
     return _remember(policy, PolicyChoice(which, hf_spec, "hf", _model_of(policy), note))
 
 
-def _remember(policy: Policy, choice: PolicyChoice) -> Policy:
-    try:
-        policy.choice = choice  # type: ignore[attr-defined]
-    except AttributeError:  # a policy class with __slots__: describe_policy reads what it can
-        pass
+def _remember(policy: BasePolicy, choice: PolicyChoice) -> BasePolicy:
+    policy.choice = choice
     log.info("%s", choice.line())
     return policy
 
@@ -153,7 +146,7 @@ def _model_of(policy: Any) -> str | None:
     return None
 
 
-def _load(spec: str) -> Policy:
+def _load(spec: str) -> BasePolicy:
     scheme, sep, rest = spec.partition(":")
     scheme = scheme.lower()
     if scheme in ("http", "https"):

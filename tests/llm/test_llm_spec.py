@@ -167,7 +167,7 @@ def test_local_specs_resolve_default_and_adapter_folders_before_the_backend_is_b
     from jupiter.llm.hf_local import HfConfig
 
     built = []
-    monkeypatch.setattr("jupiter.llm.hf_local.HfPolicy", lambda config: built.append(config) or config)
+    monkeypatch.setattr("jupiter.llm.hf_local.HfPolicy", lambda config: built.append(config) or _Loaded("hf:x"))
     monkeypatch.setattr("jupiter.default_model.ensure_finetuned_default_model", lambda: tmp_path / "tuned")
     monkeypatch.setattr("jupiter.default_model.ensure_default_model", lambda: tmp_path / "base")
     monkeypatch.setattr(model_dirs, "ensure_merged", lambda path: tmp_path / f"merged-{Path(path).name}")
