@@ -337,12 +337,12 @@ def _routes(app: FastAPI) -> None:
     async def cancel_job(request: Request, job_id: str) -> JSONResponse:
         record = _record(request, job_id)
         server = _server(request)
-        if not record.status.is_final:
+        if not record.status.finished:
             now = await asyncio.to_thread(server.scheduler.cancel, job_id)
             if now is JobStatus.RUNNING:  # the tree stops at its next step: wait a little for it
                 for _ in range(40):
                     await asyncio.sleep(0.05)
-                    if server.store.get(job_id).status.is_final:  # type: ignore[union-attr]
+                    if server.store.get(job_id).status.finished:  # type: ignore[union-attr]
                         break
         return JSONResponse(_record(request, job_id).to_json())
 
@@ -561,7 +561,7 @@ async def _event_stream(request: Request, job_id: str) -> AsyncIterator[ServerSe
         return
     ids = _NodeIds(record.attempts, resume)
     if subscription is None:
-        if record.status.is_final:
+        if record.status.finished:
             for node in node_events_from_tree_dict(record.tree):
                 frame = ids.frame(Event(EventType.NODE, node))
                 if frame is not None:
@@ -573,7 +573,7 @@ async def _event_stream(request: Request, job_id: str) -> AsyncIterator[ServerSe
         assert subscription is not None
         if subscription.queue is not None:  # it may have ended between the read and the subscribe
             now = server.store.get(job_id)
-            if now is not None and now.status.is_final and subscription.done is None:
+            if now is not None and now.status.finished and subscription.done is None:
                 server.hub.unsubscribe(job_id, subscription.queue)
                 yield _sse(_done_event(now))
                 return

@@ -8,7 +8,6 @@ state change is one short transaction; the driver writes progress and the tree a
 
 from __future__ import annotations
 
-import enum
 import json
 import sqlite3
 import threading
@@ -17,24 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["JobStatus", "JobRecord", "JobStore", "TERMINAL_STATUSES"]
+from jupiter.client import JobStatus  # the server's statuses are the ones its clients read
 
-
-class JobStatus(str, enum.Enum):
-    """Where a job is in its life; DONE, FAILED and CANCELLED are final."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_final(self) -> bool:
-        return self in TERMINAL_STATUSES
-
-
-TERMINAL_STATUSES = frozenset({JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED})
+__all__ = ["JobStatus", "JobRecord", "JobStore"]
 
 _EMPTY_PROGRESS = {"iterations": 0, "nodes": 0, "tokens": 0, "answers": 0}
 
@@ -157,7 +141,7 @@ class JobStore:
     def finish(self, job_id: str, status: JobStatus, result: dict[str, Any] | None, tree: dict[str, Any] | None,
                error: str | None, progress: dict[str, int] | None = None) -> None:
         """A final status with its result (result.json's dict), tree and error."""
-        if not status.is_final:
+        if not status.finished:
             raise ValueError(f"finish: {status.value} is not a final status")
         self._write(
             "UPDATE jobs SET status=?, finished=?, result=?, tree=COALESCE(?, tree), error=?, "
@@ -237,7 +221,7 @@ class JobStore:
 
     def finished_before(self, cutoff: float) -> list[str]:
         """Ids of final jobs that finished before ``cutoff`` (Unix seconds): what garbage collection removes."""
-        finals = tuple(s.value for s in TERMINAL_STATUSES)
+        finals = tuple(s.value for s in JobStatus if s.finished)
         with self._lock:
             rows = self._db.execute(
                 f"SELECT id FROM jobs WHERE status IN ({','.join('?' * len(finals))}) AND finished < ?",

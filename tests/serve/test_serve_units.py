@@ -203,7 +203,7 @@ def test_trees_of_different_jobs_share_a_model_call(tmp_path):
         scheduler.submit(JobSpec(job_id, as_job_task(task, job_id), task.id, config, seed, paths))
         ids.append(job_id)
     deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not all(store.get(i).status.is_final for i in ids):
+    while time.monotonic() < deadline and not all(store.get(i).status.finished for i in ids):
         time.sleep(0.2)
     scheduler.shutdown()
     records = [store.get(i) for i in ids]
@@ -256,7 +256,7 @@ def test_a_failing_policy_fails_the_jobs_in_flight_and_the_server_goes_on(tmp_pa
 
     def wait(job_id: str):
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not store.get(job_id).status.is_final:
+        while time.monotonic() < deadline and not store.get(job_id).status.finished:
             time.sleep(0.1)
         return store.get(job_id)
 
@@ -318,7 +318,7 @@ def test_a_value_model_scores_the_jobs_nodes_and_progress_is_in_the_database_whi
                              0, paths))
     seen_running: list[int] = []  # nodes the database shows while the job runs: written as the tree grows
     deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not store.get(job_id).status.is_final:
+    while time.monotonic() < deadline and not store.get(job_id).status.finished:
         record = store.get(job_id)
         if record.status is JobStatus.RUNNING:
             seen_running.append(int(record.progress["nodes"]))
