@@ -138,7 +138,11 @@ class SearchConfig(BaseModel):
         vote_runs: independent paths in VOTE mode.
         decision: how ``SearchResult.answer`` is chosen.
         max_concurrent_cells: threads running cells at once (across all trees of a driver).
-        max_trees_in_flight: trees the batched driver advances together.
+        max_trees_in_flight: trees the batched driver advances together (at most).
+        fit_trees_to_memory: admit a tree only while the sandboxes' memory budget holds every tree in flight at
+            its peak of live states (``sandbox.budget.MemoryBudget.sandboxes_that_fit``), so the budget does not
+            evict states the trees still need (each eviction comes back as a replay); ``max_trees_in_flight``
+            stays the upper bound. False: always ``max_trees_in_flight`` trees, whatever memory they need.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -165,6 +169,7 @@ class SearchConfig(BaseModel):
     decision: Decision
     max_concurrent_cells: PositiveCount
     max_trees_in_flight: PositiveCount
+    fit_trees_to_memory: Flag
 
     def __init__(self, **values: Any) -> None:
         try:

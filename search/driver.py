@@ -88,6 +88,7 @@ class _TreeRun:
         self.stats = SearchStats()
         self.started = time.perf_counter()
         self.sandbox: Any = None
+        self.opened = False  # the sandbox was asked for (it may have failed: then ``error`` says why)
         self.done = False
         self.interrupted = False
         self.error: str | None = None
@@ -136,6 +137,7 @@ def _close_sandbox(sandbox: Any) -> None:
 
 def _open(run: _TreeRun, factory: Callable[[], SandboxLike], config: SearchConfig) -> None:
     """Open the tree's sandbox and root state (on a pool thread); failures end the tree with ``error``."""
+    run.opened = True
     if config.mode is Mode.COLLECT and run.task.label is None:
         run.error = f"task {run.task.id}: collect mode needs a label to score answers"
         run.done = True
@@ -162,6 +164,49 @@ def _open(run: _TreeRun, factory: Callable[[], SandboxLike], config: SearchConfi
         run.task = run.task.replace(setup_output=setup.observation())
         run.tree.task = run.task
         run.tree.root.execution, run.tree.root.outputs = setup, list(setup.outputs)  # for the exported notebook
+
+
+def _states_per_tree(config: SearchConfig) -> int:
+    """Live states a tree holds at its peak: the root and every leaf not yet expanded (tree modes: each iteration
+    turns one leaf into K children; the driver hands back expanded and terminal states), or one per path."""
+    if config.mode.is_tree:
+        return 2 + config.iterations * (config.expansions - 1)
+    return 1 + (config.vote_runs if config.mode is Mode.VOTE else 1)
+
+
+def _trees_in_flight(runs: list[_TreeRun], config: SearchConfig) -> int | None:
+    """How many trees may be in flight now: ``max_trees_in_flight``, or fewer when the memory budget of the
+    trees' sandboxes holds fewer at their peak (``config.fit_trees_to_memory``). None while that is unknown: no
+    tree's sandbox is open yet to ask (a sandbox without a budget: ``max_trees_in_flight``)."""
+    if not config.fit_trees_to_memory:
+        return config.max_trees_in_flight
+    sandbox = next((run.sandbox for run in runs if run.sandbox is not None), None)
+    if sandbox is None:
+        return None
+    budget = getattr(sandbox, "memory_budget", None)  # a SandboxLike need not have one
+    fit = None if budget is None else budget.sandboxes_that_fit(_states_per_tree(config))
+    return config.max_trees_in_flight if fit is None else min(config.max_trees_in_flight, fit)
+
+
+def _admit(active: list[_TreeRun], queue: Iterator[Task], seed: int, config: SearchConfig,
+           stop: Callable[[str], bool] | None, open_now: Callable[[_TreeRun], None]) -> list[_TreeRun]:
+    """The queued trees that may start now (not yet opened, except the first one when it is opened to learn how
+    many trees the memory holds: ``open_now``)."""
+    admitted: list[_TreeRun] = []
+    while len(active) + len(admitted) < config.max_trees_in_flight:
+        limit = _trees_in_flight(active + admitted, config)
+        if limit is not None and len(active) + len(admitted) >= limit:
+            break
+        item = next(queue, None)
+        if item is None:
+            break
+        run = _TreeRun(item, seed)
+        if stop is not None and stop(run.task.id):
+            run.done = run.interrupted = True
+        admitted.append(run)
+        if limit is None and not run.done:
+            open_now(run)
+    return admitted
 
 
 def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, call_rng: random.Random,
@@ -409,7 +454,8 @@ def solve_many(
     on_update: Callable[[TreeUpdate], None] | None = None,
     stop: Callable[[str], bool] | None = None,
 ) -> Iterator[SearchResult]:
-    """Search every task, ``config.max_trees_in_flight`` trees at a time; yield each result as it finishes.
+    """Search every task, ``config.max_trees_in_flight`` trees at a time (fewer when the sandboxes' memory
+    budget holds fewer: ``config.fit_trees_to_memory``); yield each result as it finishes.
 
     ``sandbox_factory()`` is called once per tree (on a pool thread) and, with ``close_sandboxes``, the
     sandbox is closed when that tree finishes. Per step: one policy call for all pending expansions of all
@@ -435,16 +481,10 @@ def solve_many(
     pool = ThreadPoolExecutor(max_workers=config.max_concurrent_cells, thread_name_prefix="search-cell")
     try:
         while True:
-            admitted: list[_TreeRun] = []
-            while len(active) + len(admitted) < config.max_trees_in_flight:
-                item = next(queue, None)
-                if item is None:
-                    break
-                run = _TreeRun(item, seed)
-                if stop is not None and stop(run.task.id):
-                    run.done = run.interrupted = True
-                admitted.append(run)
-            list(pool.map(lambda r: _open(r, sandbox_factory, config), [r for r in admitted if not r.done]))
+            admitted = _admit(active, queue, seed, config, stop,
+                              lambda r: pool.submit(_open, r, sandbox_factory, config).result())
+            list(pool.map(lambda r: _open(r, sandbox_factory, config),
+                          [r for r in admitted if not r.done and not r.opened]))
             for run in admitted:
                 _notify(on_update, run, [run.tree.root] if run.sandbox is not None else [])
             active.extend(admitted)

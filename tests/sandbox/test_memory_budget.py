@@ -91,3 +91,24 @@ def test_sandboxes_join_the_process_budget_unless_told_not_to():
         members = budget_module.process_budget().sandboxes
         assert joined in members and alone not in members
     assert joined not in budget_module.process_budget().sandboxes
+
+
+def test_the_budget_says_how_many_sandboxes_fit_from_what_its_members_measure():
+    """A search admits trees by this figure: each sandbox's base (its zygote) plus the states it keeps, at the
+    memory its live states take now on average, capped by the sandbox's own ``max_live_states``."""
+    shared = MemoryBudget(1 << 50)
+    assert shared.sandboxes_that_fit(10) is None  # nothing measured yet
+    with Sandbox(_config(max_live_states=8), memory_budget=shared) as box:
+        root = box.open_root()
+        root.run(GROW.format(mb=20))
+        for _ in range(3):
+            root.branch().run("1")
+        base, held, live = box.memory_shape()
+        assert live == 4 and base > 0 and held > 20 * MB
+        one_at_four = base + 4 * held / live
+        shared.limit_bytes = int(3 * one_at_four) + 1
+        assert shared.sandboxes_that_fit(4) == 3
+        assert shared.sandboxes_that_fit(2) > 3
+        assert shared.sandboxes_that_fit(8) == shared.sandboxes_that_fit(1000) < 3  # a sandbox keeps at most 8
+        shared.limit_bytes = 1
+        assert shared.sandboxes_that_fit(4) == 1  # always at least one

@@ -225,3 +225,51 @@ def test_run_search_hands_back_every_state_of_a_shared_sandbox():
     policy = FakePolicy([("Task:", [GOOD, CHAT])])
     run_search(TASK, policy, Tracking(), SearchConfig(iterations=1, expansions=2))
     assert states and all(s.closed for s in states)
+
+
+class _Budget:
+    """A memory budget that holds ``fit`` sandboxes whatever their states (records what it was asked)."""
+
+    def __init__(self, fit: int) -> None:
+        self.fit = fit
+        self.asked: list[int] = []
+
+    def sandboxes_that_fit(self, states: int) -> int:
+        self.asked.append(states)
+        return self.fit
+
+
+def _budgeted_sandboxes(budget: _Budget):
+    def factory() -> FakeSandbox:
+        box = FakeSandbox()
+        box.memory_budget = budget
+        return box
+    return factory
+
+
+def _trees_per_call(fit: int, **settings) -> tuple[int, _Budget]:
+    budget = _Budget(fit)
+    policy = FakePolicy([("Task:", [GOOD]), ("Observation:", [GOOD])])
+    tasks = [TASK.replace(id=f"t{i}") for i in range(6)]
+    config = SearchConfig(mode=Mode.COLLECT, iterations=3, expansions=1, **settings)
+    results = list(solve_many(tasks, policy, _budgeted_sandboxes(budget), config))
+    assert sorted(r.task_id for r in results) == [f"t{i}" for i in range(6)]
+    return max(h for h, _ in policy.calls), budget
+
+
+def test_trees_in_flight_follow_what_the_memory_budget_holds():
+    """Trees beyond what the sandboxes' memory budget holds at their peak would only make it evict states the
+    trees still need; so the driver admits no more trees than fit."""
+    most, budget = _trees_per_call(2, max_trees_in_flight=16)
+    assert most == 2
+    assert set(budget.asked) == {2 + 3 * 0}  # the root and the leaves of 3 iterations of K=1
+
+
+def test_max_trees_in_flight_stays_the_upper_bound_when_more_would_fit():
+    most, _ = _trees_per_call(10, max_trees_in_flight=3)
+    assert most == 3
+
+
+def test_trees_in_flight_ignore_memory_when_told_to():
+    most, budget = _trees_per_call(1, max_trees_in_flight=4, fit_trees_to_memory=False)
+    assert most == 4 and budget.asked == []
