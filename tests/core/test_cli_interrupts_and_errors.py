@@ -22,11 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-try:
-    from tests.llm.servers import ScriptedOpenAI
-except ImportError:  # pytest started without the repository root on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from tests.llm.servers import ScriptedOpenAI
+from tests.llm.servers import ScriptedOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSWER = "@x[1]"

@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-# The tests import their fixture servers as ``tests.nbqa.*``: make the repository root importable even when
-# pytest is started without it on sys.path.
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
 
 
 @pytest.fixture(scope="session")

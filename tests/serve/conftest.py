@@ -3,15 +3,11 @@ real ``jupiter serve`` on a free (or the given) 127.0.0.1 port, stopped by PID w
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from serve_helpers import Server  # noqa: E402
+from serve_helpers import Server
 
 
 def _factory(root: Path, servers: list[Server]) -> Callable[..., Server]:
