@@ -96,10 +96,10 @@ def load_policy(spec: str) -> BasePolicy:
 
 
 def describe_policy(policy: BasePolicy) -> dict[str, Any]:
-    """What ran, for ``result.json``: ``{"requested", "spec", "backend", "model", "note"}`` of a policy from
-    ``load_policy``."""
-    assert policy.choice is not None, "describe_policy takes a policy that load_policy made"
-    return policy.choice.to_dict()
+    """What ran, for ``result.json``: ``{"requested", "spec", "backend", "model", "note"}`` as ``load_policy``
+    resolved it (a backend built directly is named by its own name)."""
+    name = policy.name
+    return (policy.choice or PolicyChoice(name, name, name, _model_of(policy))).to_dict()
 
 
 def _load_default(which: str = "default") -> BasePolicy:
