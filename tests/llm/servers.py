@@ -57,10 +57,15 @@ def default_reply(request: dict, index: int) -> str:
 
 @dataclass
 class ScriptedOpenAI:
-    """An OpenAI-shaped HTTP server with scripted faults; requests it received are in ``received``."""
+    """An OpenAI-shaped HTTP server with scripted faults; requests it received are in ``received``.
 
-    reply: Callable[[dict, int], str] = default_reply
+    ``reply(request, index)`` gives each choice's text, or ``(status, body[, headers])`` to answer the request
+    with that HTTP failure instead; ``usage`` replaces the computed usage block. A context manager too.
+    """
+
+    reply: Callable[[dict, int], str | tuple] = default_reply
     model: str = "scripted-model"
+    usage: dict | None = None
     received: list[dict] = field(default_factory=list)
     _faults: deque = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -114,10 +119,8 @@ class ScriptedOpenAI:
                 if fault is not None:
                     self._send(*fault)
                     return
-                if self.path.endswith("/chat/completions"):
-                    self._send(200, json.dumps(owner._answer(request, chat=True)).encode())
-                elif self.path.endswith("/completions"):
-                    self._send(200, json.dumps(owner._answer(request, chat=False)).encode())
+                if self.path.endswith("/completions"):
+                    self._send(*owner._answer(request, chat=self.path.endswith("/chat/completions")))
                 else:
                     self._send(404, b'{"error": "not found"}')
 
@@ -130,11 +133,13 @@ class ScriptedOpenAI:
         self._thread.start()
         return self
 
-    def _answer(self, request: dict, chat: bool) -> dict:
+    def _answer(self, request: dict, chat: bool) -> tuple[int, bytes, dict]:
         choices = []
         total = 0
         for index in range(int(request.get("n", 1))):
             text = self.reply(request, index)
+            if isinstance(text, tuple):  # a scripted HTTP failure
+                return text[0], json.dumps(text[1]).encode(), text[2] if len(text) > 2 else {}
             tokens = text.split()
             total += len(tokens)
             choice: dict = {"index": index, "finish_reason": "stop"}
@@ -148,13 +153,13 @@ class ScriptedOpenAI:
                 if request.get("logprobs") is not None:
                     choice["logprobs"] = {"tokens": tokens, "token_logprobs": logprobs}
             choices.append(choice)
-        return {
+        return 200, json.dumps({
             "id": "scripted",
             "object": "chat.completion" if chat else "text_completion",
             "model": request.get("model"),
             "choices": choices,
-            "usage": {"prompt_tokens": 7, "completion_tokens": total, "total_tokens": 7 + total},
-        }
+            "usage": self.usage or {"prompt_tokens": 7, "completion_tokens": total, "total_tokens": 7 + total},
+        }).encode(), {}
 
     def stop(self) -> None:
         if self._server is not None:
@@ -164,6 +169,12 @@ class ScriptedOpenAI:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+
+    def __enter__(self) -> "ScriptedOpenAI":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 @pytest.fixture

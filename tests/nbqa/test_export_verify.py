@@ -16,7 +16,7 @@ from nbqa_pipeline.llm_client import ChatClient, LLMConfig
 from nbqa_pipeline.stats import collect_stats, write_report
 from nbqa_pipeline.verify import rewrite_paths, run_verify, value_in_text
 
-from tests.nbqa.llm_server import LLMFixtureServer, ScriptedLLM
+from tests.nbqa.llm_server import ScriptedLLM, scripted_server
 from tests.nbqa.test_nbqa_extract import NB_PATH, SOLUTION, good_script
 
 
@@ -47,7 +47,7 @@ def extracted(corpus_dir, manifest, tmp_path_factory):
     wrong["steps"][2]["python_code"] = "print('r squared = ', 0.5)"
     for record in records:
         script = good_script() if record["path"] == NB_PATH else good_script(solution=[json.dumps(wrong)])
-        with LLMFixtureServer(ScriptedLLM(script)) as server:
+        with scripted_server(ScriptedLLM(script)) as server:
             client = ChatClient(LLMConfig(base_url=server.url, model="m"), sleep=lambda s: None)
             run_extract([record], corpus_dir, out, client, ExtractConfig(concurrency=1))
     return out

@@ -12,7 +12,7 @@ import pytest
 
 from nbqa_pipeline.jsonl import read_jsonl
 
-from tests.nbqa.llm_server import LLMFixtureServer, ScriptedLLM
+from tests.nbqa.llm_server import ScriptedLLM, scripted_server
 from tests.nbqa.test_nbqa_extract import NB_PATH, good_script
 
 
@@ -31,7 +31,7 @@ def test_filter_extract_verify_export_stats_cli(corpus_dir, manifest, tmp_path, 
     assert filt["verdicts"] == {"keep": 1} and filt["selected"] == 1
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NBQA_LLM", "OPENAI"))}
     llm = ScriptedLLM(good_script())
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         ext = _run(["extract", str(tmp_path / "f" / "selected.jsonl"), "--root", str(corpus_dir),
                     "--out", str(tmp_path / "e"), "--llm-url", server.url, "--model", "m", "--concurrency", "1",
                     "--price-prompt", "1", "--price-completion", "1"], repo_dir, env)

@@ -13,7 +13,7 @@ from nbqa_pipeline.filters import filter_notebook
 from nbqa_pipeline.jsonl import read_jsonl
 from nbqa_pipeline.llm_client import ChatClient, LLMConfig, LLMError
 
-from tests.nbqa.llm_server import LLMFixtureServer, ScriptedLLM
+from tests.nbqa.llm_server import ScriptedLLM, scripted_server
 
 NB_PATH = "Chapter03/Exercise3.04/Exercise_3_04.ipynb"
 
@@ -71,7 +71,7 @@ def _client(url: str, **kw) -> ChatClient:
 
 def test_full_extraction_of_a_real_notebook(corpus_dir, record):
     llm = ScriptedLLM(good_script())
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         client = _client(server.url, price_prompt_per_mtok=1.0, price_completion_per_mtok=2.0)
         out = extract_notebook(client, record, corpus_dir)
     assert out["status"] == "ok" and out["quality"]["score"] == 4
@@ -90,7 +90,7 @@ def test_full_extraction_of_a_real_notebook(corpus_dir, record):
 def test_malformed_json_is_retried_with_the_problem(corpus_dir, record):
     llm = ScriptedLLM(good_script(quality=["Sure! I'd give it a 4.", json.dumps({"score": 9}),
                                            json.dumps({"score": 4, "reason": "ok"})]))
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         out = extract_notebook(_client(server.url), record, corpus_dir)
     assert out["status"] == "ok" and llm.calls("quality") == 3
     third = llm.log[2]["body"]["messages"]
@@ -101,7 +101,7 @@ def test_malformed_json_is_retried_with_the_problem(corpus_dir, record):
 
 def test_a_stage_failing_three_times_drops_the_input_with_its_reason(corpus_dir, record):
     llm = ScriptedLLM(good_script(tasks=["not json at all", "{\"tasks\": 3}", "[]"]))
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         out = extract_notebook(_client(server.url), record, corpus_dir)
     assert (out["status"], out["reason"], out["stage"]) == ("dropped", "tasks_unusable", "tasks")
     assert llm.calls("tasks") == 3 and llm.calls("constraints") == 0
@@ -115,7 +115,7 @@ def test_a_stage_failing_three_times_drops_the_input_with_its_reason(corpus_dir,
 def test_bad_labels_are_rejected(corpus_dir, record, label, problem):
     bad = json.dumps(dict(CFL, label=label, format="@a[v] @b[v] @c[v] @d[v] @e[v] @f[v] @long[v]"))
     llm = ScriptedLLM(good_script(constraints=[bad]))
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         out = extract_notebook(_client(server.url), record, corpus_dir)
     assert out["status"] == "dropped" and out["tasks"][0]["reason"] == "constraints_unusable"
     assert llm.calls("constraints") == 3
@@ -124,15 +124,15 @@ def test_bad_labels_are_rejected(corpus_dir, record, label, problem):
 
 def test_quality_and_model_gates(corpus_dir, record):
     llm = ScriptedLLM(good_script(quality=[json.dumps({"score": 2, "reason": "thin"})]))
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         assert extract_notebook(_client(server.url), record, corpus_dir)["reason"] == "low_quality"
     llm = ScriptedLLM(good_script(models=[json.dumps({"models": ["Random Forest", "LSTM"]})]))
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         out = extract_notebook(_client(server.url), record, corpus_dir)
     assert out["reason"] == "non_classical_model" and out["models"] == ["Random Forest", "LSTM"]
     no = dict(YES5, checks=dict(YES5["checks"], no_leak="no"))
     llm = ScriptedLLM(good_script(answer_check=[json.dumps(no)]))
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         out = extract_notebook(_client(server.url), record, corpus_dir)
     assert out["status"] == "dropped" and out["tasks"][0]["reason"] == "answer_check_failed"
 
@@ -140,18 +140,18 @@ def test_quality_and_model_gates(corpus_dir, record):
 def test_http_errors_are_retried_then_surface_as_llm_error(corpus_dir, record, tmp_path):
     llm = ScriptedLLM(good_script(quality=[(500, {"error": "boom"}), (429, {"error": "slow"}, {"Retry-After": "0"}),
                                            json.dumps({"score": 4, "reason": "ok"})]))
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         client = _client(server.url)
         assert extract_notebook(client, record, corpus_dir)["status"] == "ok"
         assert client.usage().retries == 2
     llm = ScriptedLLM(good_script(quality=[(503, {"error": "down"})]))
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         client = _client(server.url, max_retries=2)
         report = run_extract([record], corpus_dir, tmp_path, client, ExtractConfig(concurrency=1))
         assert report.notebooks == {"llm_error": 1} and llm.calls("quality") == 3
     assert list(read_jsonl(tmp_path / "extract.jsonl")) == []  # nothing written: a rerun retries it
     llm = ScriptedLLM({"unknown": [(400, {"error": "bad request"})]})
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         with pytest.raises(LLMError, match="HTTP 400"):
             _client(server.url).chat([{"role": "user", "content": "x"}])
         assert llm.calls("unknown") == 1  # a 4xx other than 429 is not retried
@@ -165,7 +165,7 @@ def test_run_extract_is_concurrent_and_resumable(corpus_dir, manifest, tmp_path)
                                            id=f"{entry['repo']}/{entry['path']}", source=entry).to_dict())
     assert len(records) == 3
     llm = ScriptedLLM(good_script())
-    with LLMFixtureServer(llm) as server:
+    with scripted_server(llm) as server:
         client = _client(server.url)
         report = run_extract(records[:2], corpus_dir, tmp_path, client, ExtractConfig(concurrency=2))
         assert report.processed == 2 and report.notebooks == {"ok": 2}
