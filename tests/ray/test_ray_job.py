@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,25 +18,9 @@ from search.ray_workdir import DEFAULT_EXCLUDES
 
 from ray_fixtures import write_replay, write_tasks
 from tests.ports import free_port
+from tests.ray_head import RAY_CLI, start_head, stop_head
 
 REPO = Path(__file__).resolve().parents[2]
-psutil = pytest.importorskip("psutil")
-
-
-def _ray_cli() -> list[str]:
-    return [sys.executable, "-m", "ray.scripts.scripts"]
-
-
-def _ours(temp_dir: Path) -> list[int]:
-    """PIDs of processes that belong to our head (their command line names our private temp dir)."""
-    pids = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if any(str(temp_dir) in part for part in proc.info["cmdline"] or ()):
-                pids.append(proc.info["pid"])
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return [p for p in pids if p != os.getpid()]
 
 
 @pytest.fixture()
@@ -52,16 +35,13 @@ def ray_head(tmp_path):
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = dict(os.environ, PATH=path, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     log = open(tmp_path / "head.log", "w")
-    head = subprocess.Popen(
-        [*_ray_cli(), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
-         "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--include-dashboard=true",
-         "--num-cpus", "2", "--temp-dir", str(temp_dir), "--disable-usage-stats"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    head = start_head(temp_dir, port, env, log, "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash),
+                      "--include-dashboard=true", "--num-cpus", "2")
     address = f"http://127.0.0.1:{dash}"
     try:
         deadline = time.monotonic() + 120
         while True:
-            probe = subprocess.run([*_ray_cli(), "job", "list", "--address", address], env=env,
+            probe = subprocess.run([*RAY_CLI, "job", "list", "--address", address], env=env,
                                    capture_output=True, text=True, timeout=60)
             if probe.returncode == 0:
                 break
@@ -70,25 +50,8 @@ def ray_head(tmp_path):
             time.sleep(2)
         yield address, env
     finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(head.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                head.wait(timeout=20)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        for pid in _ours(temp_dir):  # processes of our head that left its process group
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop_head(head, temp_dir)
         log.close()
-        import shutil
-
-        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.mark.slow
@@ -98,7 +61,7 @@ def test_job_submit_collects_every_tree(ray_head, tmp_path):
     out = tmp_path / "collect"
     runtime_env = json.dumps({"excludes": list(DEFAULT_EXCLUDES), "env_vars": {"RAY_AUTH_MODE": "disabled"}})
     done = subprocess.run(
-        [*_ray_cli(), "job", "submit", "--address", address, "--working-dir", str(REPO),
+        [*RAY_CLI, "job", "submit", "--address", address, "--working-dir", str(REPO),
          "--runtime-env-json", runtime_env, "--",
          "python", "search/collect.py", "--tasks", str(tasks), "--out", str(out), "--llm", f"replay:{replay}",
          "--iterations", "6", "--workers", "2", "--trees-per-worker", "2", "--no-progress"],

@@ -5,10 +5,6 @@ the API and the database."""
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,20 +12,9 @@ import pytest
 
 from serve_helpers import TITANIC_REPLAY
 from tests.ports import free_port
+from tests.ray_head import start_head, stop_head
 
-psutil = pytest.importorskip("psutil")
 pytest.importorskip("ray")
-
-
-def _ours(temp_dir: Path) -> list[int]:
-    pids = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if any(str(temp_dir) in part for part in proc.info["cmdline"] or ()):
-                pids.append(proc.info["pid"])
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return [p for p in pids if p != os.getpid()]
 
 
 @pytest.fixture()
@@ -39,34 +24,15 @@ def ray_head(tmp_path):
     port = free_port()
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     log = open(tmp_path / "head.log", "w")
-    head = subprocess.Popen(
-        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-         "--port", str(port), "--include-dashboard=false", "--num-cpus", "3", "--temp-dir", str(temp_dir),
-         "--disable-usage-stats"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    head = start_head(temp_dir, port, env, log, "--include-dashboard=false", "--num-cpus", "3")
     try:
         time.sleep(5)
         if head.poll() is not None:
             pytest.fail(f"ray head did not come up: {(tmp_path / 'head.log').read_text()[-2000:]}")
         yield f"127.0.0.1:{port}", env
     finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(head.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                head.wait(timeout=20)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        for pid in _ours(temp_dir):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop_head(head, temp_dir)
         log.close()
-        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.mark.slow
