@@ -107,10 +107,6 @@ class EventHub:
                 channel.nodes, channel.done = [], None
             self._finished.pop(job_id, None)
 
-    def has(self, job_id: str) -> bool:
-        with self._lock:
-            return job_id in self._channels
-
     def publish(self, job_id: str, type_: EventType, data: Mapping[str, Any]) -> None:
         self.publish_many(job_id, [Event(type_, data)])
 
