@@ -22,6 +22,7 @@ done before the kill keeps its finish time and its single attempt; the database 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import logging
 import math
@@ -359,16 +360,11 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": round(statistics.median(ordered), 2), "p99": round(p99, 2), "n": len(ordered)}
 
 
-def _db_counts(db: Path) -> dict[str, Any]:
-    """Read the jobs table directly (the server is stopped): statuses, attempts, finish times."""
+def _db_jobs(db: Path) -> dict[str, tuple[str, int, float | None]]:
+    """Job id → (status, attempts, finish time), read from the jobs table directly (the API may be gone)."""
     with sqlite3.connect(str(db)) as conn:
-        rows = conn.execute("SELECT id, status, attempts, finished FROM jobs").fetchall()
-    statuses: dict[str, int] = {}
-    for _, status, _, _ in rows:
-        statuses[status] = statuses.get(status, 0) + 1
-    return {"rows": len(rows), "statuses": statuses,
-            "attempts": {job_id: attempts for job_id, _, attempts, _ in rows},
-            "finished": {job_id: finished for job_id, _, _, finished in rows}}
+        return {job_id: (status, attempts, finished)
+                for job_id, status, attempts, finished in conn.execute("SELECT id, status, attempts, finished FROM jobs")}
 
 
 def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, max_trees: int | None,
@@ -427,18 +423,17 @@ def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, 
         **memory,
     })
     if kill_restart:
-        db_counts = _db_counts(db)
+        jobs = _db_jobs(db)
+        statuses = collections.Counter(status for status, _, _ in jobs.values())
         before = out.pop("_done_before_kill")
-        rerun = sorted(j for j, (finished, _) in before.items()
-                       if db_counts["attempts"].get(j) != 1 or db_counts["finished"].get(j) != finished)
         out.update({
-            "db_rows": db_counts["rows"], "db_statuses": db_counts["statuses"],
-            "db_done": db_counts["statuses"].get("done", 0),
-            "lost": sorted(set(tally.job_ids) - set(db_counts["attempts"])),
+            "db_rows": len(jobs), "db_statuses": dict(statuses), "db_done": statuses["done"],
+            "lost": sorted(set(tally.job_ids) - set(jobs)),
             "done_before_kill": len(before),
-            "rerun_after_done": rerun,
-            "requeued_after_kill": sum(1 for a in db_counts["attempts"].values() if a > 1),
-            "max_attempts": max(db_counts["attempts"].values(), default=0),
+            # a job done before the kill must keep its one attempt and its finish time
+            "rerun_after_done": sorted(j for j, finished in before.items() if jobs.get(j, ())[1:] != (1, finished)),
+            "requeued_after_kill": sum(1 for _, attempts, _ in jobs.values() if attempts > 1),
+            "max_attempts": max((attempts for _, attempts, _ in jobs.values()), default=0),
         })
     return out
 
@@ -474,9 +469,7 @@ def _kill_and_restart(current: list[ServerProcess], tally: _Tally, tasks: int, d
         except ProcessLookupError:
             pass
     # what was done before the kill, as the database has it (the API is gone with the server)
-    with sqlite3.connect(str(server.db)) as conn:
-        rows = conn.execute("SELECT id, finished, attempts FROM jobs WHERE status='done'").fetchall()
-    before = {job_id: (finished, attempts) for job_id, finished, attempts in rows}
+    before = {job_id: finished for job_id, (status, _, finished) in _db_jobs(server.db).items() if status == "done"}
     restarted = time.monotonic()
     current[0] = start_server(server.db, port=server.port, max_trees=max_trees, extra=server_flags)
     return {"_done_before_kill": before, "killed_at_done": len(before), "restart_s": round(time.monotonic()
