@@ -29,6 +29,7 @@ from jupiter.commands.search_args import add_search_arguments, config_from_args,
 from jupiter.task import TaskError
 from benchmarks.paths import default_data_dir
 from jupiter.llm import PolicyError, load_policy
+from jupiter.llm.base import BasePolicy
 from search import ConfigError
 from search.loaders import load_value
 
@@ -108,12 +109,12 @@ def _config(args: argparse.Namespace) -> Any:
     return config_from_args(args, args.value_model is not None, **extra)
 
 
-def _fit_context(config: Any, policy: Any) -> Any:
+def _fit_context(config: Any, policy: BasePolicy) -> Any:
     """Cap the search's context budget at the policy's window when it has one (in-process vLLM: its
     ``max_model_len``). Why: a history longer than the engine's window fails the whole batched call, so a
     path must end (``context_limit``) before it gets there; the policy's ``count_tokens`` measures it."""
-    window = getattr(policy, "context_window", None)
-    if not isinstance(window, int) or window >= config.context_limit or window <= config.max_tokens:
+    window = policy.context_window
+    if window is None or window >= config.context_limit or window <= config.max_tokens:
         return config
     log.info("context_limit %d -> %d: the policy's context window", config.context_limit, window)
     return config.replace(context_limit=window)

@@ -120,6 +120,8 @@ class BasePolicy:
     name = "base"
     #: what ``load_policy`` resolved the spec to (None for a backend built directly)
     choice: PolicyChoice | None = None
+    #: the longest prompt + completion the backend takes, in tokens, where it has a fixed one (vLLM)
+    context_window: int | None = None
 
     def __init__(self) -> None:
         self._usage = UsageCounter()
