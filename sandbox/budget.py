@@ -36,6 +36,11 @@ BUDGET_ENV = "JUPITER_SANDBOX_MEMORY_MB"
 #: host itself (a model server, the search's trees) and for other processes.
 DEFAULT_SHARE = 1 / 3
 _MB = 1024 * 1024
+#: Memory per live state that ``MemoryBudget.sandboxes_that_fit`` assumes at least until its members hold
+#: ``MEASURED_STATES`` live states: a search's first trees hold only their roots, which share nearly all their pages
+#: with the zygote (a few MiB each), while a state that ran a DABench cell holds about 9 MiB.
+STATE_PRIOR_BYTES = 16 * _MB
+MEASURED_STATES = 16
 
 
 def _meminfo_available(meminfo: str = "/proc/meminfo") -> int | None:
@@ -123,7 +128,8 @@ class MemoryBudget:
     def sandboxes_that_fit(self, states: int) -> int | None:
         """How many sandboxes, each at ``states`` live states (capped by its own ``max_live_states``), the budget
         holds, from what its member sandboxes measure now: their mean base (the zygote) plus ``states`` times
-        their mean memory per live state. None while no member has a live state to measure.
+        their mean memory per live state (at least ``STATE_PRIOR_BYTES`` while they hold fewer than
+        ``MEASURED_STATES``). None while no member has a live state to measure.
 
         Why: a search that opens more trees than the budget holds at their peak makes the budget evict states
         the trees still need, and every eviction comes back as a replay of the evicted path (measured: 16 trees
@@ -135,6 +141,8 @@ class MemoryBudget:
             return None
         base = sum(shape[0] for shape in shapes) / len(shapes)
         per_state = sum(shape[1] for shape in shapes) / live
+        if live < MEASURED_STATES:
+            per_state = max(per_state, STATE_PRIOR_BYTES)
         kept = min(states, max(shape[3] for shape in shapes))
         return max(1, int(self.limit_bytes // max(1.0, base + kept * per_state)))
 

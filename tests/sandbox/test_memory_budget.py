@@ -6,7 +6,7 @@ import pytest
 
 from sandbox import Sandbox, SandboxConfig
 from sandbox import budget as budget_module
-from sandbox.budget import MemoryBudget, default_limit_bytes
+from sandbox.budget import STATE_PRIOR_BYTES, MemoryBudget, default_limit_bytes
 
 MB = 1024 * 1024
 GROW = "x = bytearray({mb} * 1024 * 1024)\nx[::4096] = b'1' * len(x[::4096])\nlen(x)"
@@ -100,11 +100,12 @@ def test_the_budget_says_how_many_sandboxes_fit_from_what_its_members_measure():
     assert shared.sandboxes_that_fit(10) is None  # nothing measured yet
     with Sandbox(_config(max_live_states=8), memory_budget=shared) as box:
         root = box.open_root()
-        root.run(GROW.format(mb=20))
+        assert shared.sandboxes_that_fit(4) <= shared.limit_bytes // (box.memory_shape()[0] + 4 * STATE_PRIOR_BYTES)
+        root.run(GROW.format(mb=80))  # bare roots say little: until enough states are measured, each counts the prior
         for _ in range(3):
             root.branch().run("1")
         base, held, live = box.memory_shape()
-        assert live == 4 and base > 0 and held > 20 * MB
+        assert live == 4 and base > 0 and held > 4 * STATE_PRIOR_BYTES
         one_at_four = base + 4 * held / live
         shared.limit_bytes = int(3 * one_at_four) + 1
         assert shared.sandboxes_that_fit(4) == 3
