@@ -7,13 +7,20 @@ Two parts, one JSON object:
   that loaded a DABench table, each running one cell), then times ``--branches`` more branches (branch + one cell +
   close) at that size. Printed: ``create_s``, per-branch ``branch_ms_p50``/``p95``, summed ``uss_mb``/``pss_mb`` of
   the states (read once, after the timing), ``limit_reached`` (evictions, process budget or memory budget hit), and
-  whether the process-wide memory budget was on. With ``--budget-ab`` every size runs twice, with the memory budget
-  on (its limit above what N states take, so it costs its check and evicts nothing) and off: the check's cost.
+  whether the process-wide memory budget was on, and ``kernel_stalls``: what the machine's ``/proc/vmstat``
+  counted during the timed branches (direct compaction and reclaim stalls, huge-page faults and fallbacks: any
+  process's, so a quiet machine is needed to pin a slow tail on them). With ``--budget-ab`` every size runs twice,
+  with the memory budget on (its limit above what N states take, so it costs its check and evicts nothing) and
+  off: the check's cost.
 - ``trees``: ``--trees`` trees (default 8; ``--full``: 100) of the quality benchmark's simulated policy at the
   default search settings of collect mode (50 iterations, K = 3: about 150 nodes each) through the project's engine
   (``search.solve_many``, one sandbox per tree, default ``SandboxConfig``: the process-wide memory budget decides
   what stays live). Printed: wall, nodes, nodes/s, peak PSS of this process and its sandboxes (sampled every
-  ``--sample-s``), peak processes, tree file bytes per node (``search.save_tree``), and the budget's evictions.
+  ``--sample-s``), peak processes, tree file bytes per node (``search.save_tree``), the budget's evictions, the
+  trees in flight at most (``peak_trees_in_flight``; the setting's cap is ``max_trees_in_flight``), and the CPU
+  seconds of this process and of its sandboxes (``cpu_ms_per_node``: unlike wall time, it does not depend on what
+  else the machine runs). ``--in-flight`` sets ``max_trees_in_flight``; ``--fixed-trees`` turns
+  ``fit_trees_to_memory`` off (that many trees whatever the budget holds).
 
 Usage: ``python benchmarks/perf/scale.py --json`` (a few minutes); ``--full`` for the issue's sizes.
 """
@@ -23,6 +30,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -60,6 +68,19 @@ def _check(ex: Any, what: str) -> None:
         raise SystemExit(f"scale: a benchmark cell failed ({what}): {ex.status.value}: {ex.observation()}")
 
 
+#: kernel counters (``/proc/vmstat``) of the stalls a branch can hit outside the sandbox's own code: direct
+#: compaction and reclaim (a huge-page fault in a fragmented or full memory), huge pages that fell back to 4 KiB
+VMSTAT_KEYS = ("compact_stall", "allocstall_normal", "allocstall_movable", "thp_fault_alloc", "thp_fault_fallback")
+
+
+def _vmstat() -> dict[str, int]:
+    try:
+        pairs = (line.split() for line in Path("/proc/vmstat").read_text().splitlines())
+        return {key: int(value) for key, value in pairs if key in VMSTAT_KEYS}
+    except (OSError, ValueError):
+        return {}
+
+
 def live_states(size: int, branches: int, table: Path, budget_on: bool) -> dict[str, Any]:
     """N live states in one sandbox; the branch time at that size."""
     config = SandboxConfig(timeout_s=300, max_live_states=size + branches + 8, max_processes=size + 256,
@@ -80,6 +101,7 @@ def live_states(size: int, branches: int, table: Path, budget_on: bool) -> dict[
             out["error"] = str(exc)
         out["create_s"] = round(time.perf_counter() - started, 2)
         times = []
+        vm_before = _vmstat()
         for _ in range(branches):
             t0 = time.perf_counter()
             child = root.branch()
@@ -87,6 +109,7 @@ def live_states(size: int, branches: int, table: Path, budget_on: bool) -> dict[
             times.append(time.perf_counter() - t0)
             _check(ex, "timed child")
             child.close()
+        vm_after = _vmstat()
         stats = box.stats()
         pids = [s._runtime.pid for s in states if s._runtime is not None]
         out.update({
@@ -97,6 +120,7 @@ def live_states(size: int, branches: int, table: Path, budget_on: bool) -> dict[
             "uss_mb_per_state": round(sum(uss_bytes(p) for p in pids[:50]) / MB / max(1, min(50, len(pids))), 2),
             "memory_in_use_mb": round(box.memory_in_use() / MB, 1),
             "evictions": stats.evictions,
+            "kernel_stalls": {key: vm_after[key] - vm_before.get(key, 0) for key in vm_after},
             "limit_reached": bool(stats.evictions or "error" in out or (budget is not None and budget.reached)),
         })
     return out
@@ -122,6 +146,10 @@ def _descendants(root_pid: int) -> list[int]:
     return found
 
 
+#: the most of one core that the PSS sampler of the engine part may take (it waits longer after a costly pass)
+SAMPLER_SHARE = 0.05
+
+
 class _Sampler:
     """Peak PSS and process count of this process tree, sampled on a thread."""
 
@@ -129,14 +157,22 @@ class _Sampler:
         self.every_s = every_s
         self.peak_pss = 0
         self.peak_processes = 0
+        self.cpu_s = 0.0  # this thread's own CPU: reading every process's smaps costs the host (left out of it)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="scale-sampler", daemon=True)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.every_s):
+        wait = self.every_s
+        while not self._stop.wait(wait):
+            started = time.thread_time()
             pids = _descendants(os.getpid())
             self.peak_processes = max(self.peak_processes, len(pids))
             self.peak_pss = max(self.peak_pss, sum(pss_bytes(p) for p in pids))
+            spent = time.thread_time() - started
+            self.cpu_s += spent
+            # reading every process's smaps is not free (on this 2-core VM a pass over ~180 processes every second
+            # took a fifth of the run's CPU): the sampler takes at most SAMPLER_SHARE of one core
+            wait = max(self.every_s, spent / SAMPLER_SHARE)
 
     def __enter__(self) -> "_Sampler":
         self._thread.start()
@@ -147,8 +183,60 @@ class _Sampler:
         self._thread.join()
 
 
-def trees(n: int, sample_s: float, seed: int) -> dict[str, Any]:
-    """``n`` trees of the simulated policy at the default collect settings, one default sandbox per tree."""
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class _CpuAccount:
+    """CPU seconds of this process and every process it starts, from a v1 ``cpuacct`` group made for it (root).
+
+    Why a group: the sandboxes' runtimes are not reaped up to this process (bubblewrap, the zygote's own
+    reaping), so ``RUSAGE_CHILDREN`` misses them; the sandboxes use the ``cpu``, ``memory`` and ``pids``
+    hierarchies and leave this one alone. ``seconds()`` is None where no such group can be made."""
+
+    def __init__(self) -> None:
+        from sandbox.limits import cgroup_parent
+
+        self.path: Path | None = None
+        parent = cgroup_parent("cpuacct")
+        if parent is None or not (parent / "cpuacct.usage").exists():
+            return
+        path = parent / f"jupiter-scale-{os.getpid()}"
+        try:
+            path.mkdir()
+            (path / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+            return
+        self.parent, self.path = parent, path
+
+    def seconds(self) -> float | None:
+        try:
+            return int((self.path / "cpuacct.usage").read_text()) / 1e9 if self.path is not None else None
+        except (OSError, ValueError):
+            return None
+
+    def close(self) -> None:
+        if self.path is None:
+            return
+        try:
+            (self.parent / "cgroup.procs").write_text(str(os.getpid()))
+            self.path.rmdir()
+        except OSError:
+            pass
+
+
+def trees(n: int, sample_s: float, seed: int, in_flight: int | None = None, fixed: bool = False,
+          ) -> dict[str, Any]:
+    """``n`` trees of the simulated policy at the default collect settings, one default sandbox per tree.
+
+    CPU: this process's own (``cpu_s_host``: the driver, the policy, the sandboxes' host side) and that of every
+    process below it (``cpu_s_sandboxes``: the runtimes; None without a ``cpuacct`` group), per node; the PSS
+    sampler's own CPU (``sampler_cpu_s``: it reads every process's smaps) is left out of both."""
     from benchmarks.paths import default_data_dir
     from benchmarks.quality.search_vs_baselines import collect_config, ordered_questions
     from benchmarks.quality.sim_policy import SimOptions, SimulatedPolicy
@@ -160,7 +248,7 @@ def trees(n: int, sample_s: float, seed: int) -> dict[str, Any]:
     dabench = default_data_dir("dabench")
     tasks = tasks_for(questions, dabench)
     tasks = [tasks[i % len(tasks)].replace(id=f"{tasks[i % len(tasks)].id}-{i}") for i in range(n)]
-    config = collect_config()
+    config = collect_config(max_trees_in_flight=in_flight, fit_trees_to_memory=False if fixed else None)
     policy = SimulatedPolicy(questions, SimOptions())
     budget = process_budget()
     evictions_before = budget.evictions
@@ -172,23 +260,43 @@ def trees(n: int, sample_s: float, seed: int) -> dict[str, Any]:
         made.append(box)
         return box
 
+    account = _CpuAccount()
     with tempfile.TemporaryDirectory(prefix="jupiter-scale-") as tmp, _Sampler(sample_s) as sampler:
         started = time.perf_counter()
-        for result in solve_many(tasks, policy, sandbox, config, seed=seed):
+        host_before, all_before = _cpu_s(), account.seconds()
+        in_flight_peak = 0
+
+        def on_step(step: Any) -> None:
+            nonlocal in_flight_peak
+            in_flight_peak = max(in_flight_peak, step.active_trees)
+
+        for result in solve_many(tasks, policy, sandbox, config, seed=seed, on_step=on_step):
             finished += 1
             errors += result.error is not None
             nodes += len(result.tree.nodes)
             path = save_tree(result.tree, Path(tmp) / f"{finished}.json")
             tree_bytes += path.stat().st_size
         wall = time.perf_counter() - started
+        host_cpu = _cpu_s() - host_before - sampler.cpu_s
+    all_after = account.seconds()  # the sandboxes are closed: their processes' CPU is all counted
+    sandbox_cpu = (None if all_before is None or all_after is None
+                   else all_after - all_before - host_cpu - sampler.cpu_s)
+    account.close()
     counts = {key: sum(getattr(box.stats(), key) for box in made)
               for key in ("forks", "replays", "replayed_cells", "evictions", "timeouts", "deaths")}
     return {
         "trees": n, "finished": finished, "errors": errors, "nodes": nodes, "wall_s": round(wall, 1),
         "nodes_per_s": round(nodes / wall, 1) if wall else None,
+        "cpu_s_host": round(host_cpu, 1),
+        "cpu_s_sandboxes": None if sandbox_cpu is None else round(sandbox_cpu, 1),
+        "cpu_ms_per_node": (None if sandbox_cpu is None
+                            else round((host_cpu + sandbox_cpu) * 1000 / max(1, nodes), 1)),
+        "host_cpu_ms_per_node": round(host_cpu * 1000 / max(1, nodes), 1),
+        "sampler_cpu_s": round(sampler.cpu_s, 1),
         "peak_pss_mb": round(sampler.peak_pss / MB), "peak_processes": sampler.peak_processes,
         "tree_bytes_per_node": round(tree_bytes / max(1, nodes)),
-        "max_trees_in_flight": config.max_trees_in_flight, "iterations": config.iterations,
+        "max_trees_in_flight": config.max_trees_in_flight, "fit_trees_to_memory": config.fit_trees_to_memory,
+        "peak_trees_in_flight": in_flight_peak, "iterations": config.iterations,
         "expansions": config.expansions,
         "memory_budget_mb": budget.limit_bytes // MB, "budget_evictions": budget.evictions - evictions_before,
         "budget_peak_mb": round(budget.peak_bytes / MB), "sandboxes": counts,
@@ -199,26 +307,34 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object (the only mode)")
     parser.add_argument("--full", action="store_true", help="the issue's sizes: 100/300/500/1,000 states, 100 trees")
-    parser.add_argument("--sizes", default=None, help="comma-separated live-state sizes (default 100,300)")
+    parser.add_argument("--sizes", default=None,
+                        help="comma-separated live-state sizes (default 100,300; '' skips the part)")
     parser.add_argument("--branches", type=int, default=40, help="timed branches per size (default 40)")
     parser.add_argument("--budget-ab", action="store_true",
                         help="each size with the memory budget on and off (the check's cost)")
     parser.add_argument("--trees", type=int, default=None, help="trees of the engine part (default 8; 0: skip)")
-    parser.add_argument("--sample-s", type=float, default=1.0, help="PSS sampling period of the engine part")
+    parser.add_argument("--in-flight", type=int, default=None,
+                        help="trees in flight of the engine part (default: the collect settings' own)")
+    parser.add_argument("--fixed-trees", action="store_true",
+                        help="always max_trees_in_flight trees, whatever the memory budget holds")
+    parser.add_argument("--sample-s", type=float, default=1.0,
+                        help="PSS sampling period of the engine part (longer when a pass would take more than "
+                             "SAMPLER_SHARE of a core)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     table = shared_dir() / "benchmarks" / "dabench" / "tables" / TABLE
     if not table.exists():
         raise SystemExit(f"scale: benchmark table not found: {table} (set JUPITER_SHARED)")
-    sizes = [int(s) for s in (args.sizes or ("100,300,500,1000" if args.full else "100,300")).split(",") if s]
+    default_sizes = "100,300,500,1000" if args.full else "100,300"
+    sizes = [int(s) for s in (default_sizes if args.sizes is None else args.sizes).split(",") if s]
     n_trees = args.trees if args.trees is not None else (100 if args.full else 8)
     result: dict[str, Any] = {"live_states": []}
     for size in sizes:
         for budget_on in ((True, False) if args.budget_ab else (True,)):
             result["live_states"].append(live_states(size, args.branches, table, budget_on))
     if n_trees > 0:
-        result["trees"] = trees(n_trees, args.sample_s, args.seed)
+        result["trees"] = trees(n_trees, args.sample_s, args.seed, args.in_flight, args.fixed_trees)
     print(json.dumps(result))
     return 0
 
