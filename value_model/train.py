@@ -285,7 +285,7 @@ def _save_checkpoint(output_dir: Path, model: ValueModel, optimizer: torch.optim
     model.save(work)
     torch.save({"step": step, "epoch": epoch, "batch": batch, "history": [asdict(h) for h in history],
                 "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "torch_rng": torch.get_rng_state()}, work / _STATE_FILE)
+                "torch_rng": torch.get_rng_state(), **_device_rng_state(model)}, work / _STATE_FILE)
     if target.exists():
         shutil.rmtree(target)
     work.rename(target)  # a checkpoint appears whole or not at all
@@ -293,6 +293,20 @@ def _save_checkpoint(output_dir: Path, model: ValueModel, optimizer: torch.optim
         if old != target and _CHECKPOINT.match(old.name):
             shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def _device_rng_state(model: ValueModel) -> dict[str, torch.Tensor]:
+    """The GPU's RNG state when the model trains on one: dropout there draws from it, not from the CPU RNG, so
+    a resumed run without it would draw other dropout masks than the run it continues."""
+    device = model.head.linear.weight.device
+    return {"cuda_rng": torch.cuda.get_rng_state(device)} if device.type == "cuda" else {}
+
+
+def _restore_device_rng_state(model: ValueModel, state: dict) -> None:
+    """Puts back ``_device_rng_state``'s GPU RNG state (nothing for a CPU model, or a checkpoint written on CPU)."""
+    device = model.head.linear.weight.device
+    if device.type == "cuda" and "cuda_rng" in state:
+        torch.cuda.set_rng_state(state["cuda_rng"].cpu(), device)
 
 
 def _restore(checkpoint: Path, model: ValueModel, optimizer: torch.optim.Optimizer, scheduler
@@ -307,5 +321,6 @@ def _restore(checkpoint: Path, model: ValueModel, optimizer: torch.optim.Optimiz
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     torch.set_rng_state(state["torch_rng"])
+    _restore_device_rng_state(model, state)
     history = [EpochMetrics(**h) for h in state["history"]]
     return int(state["step"]), int(state["epoch"]), int(state["batch"]), history
