@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 from jupiter.sft.config import Dtype, SftConfig
 from jupiter.sft.data import IGNORE, EncodedSample, EncodeReport, encode_all, file_sha256, read_sharegpt
+from jupiter.sft.device import DeviceError, parse_device, pin_training_device
 
 __all__ = ["SftError", "SftInterrupted", "SftRequest", "SftResult", "resolve_base", "train_sft",
            "latest_checkpoint", "TRAINING_FILE", "RUN_FILE", "CHECKPOINTS"]
@@ -291,7 +292,9 @@ def _stop_callback(flag: _StopFlag) -> Any:
 
 
 def build_model(base_dir: Path, config: SftConfig, device: str, init_adapter: Path | None = None) -> Any:
-    """The base model with LoRA adapters (only they train): fresh ones, or ``init_adapter``'s weights."""
+    """The base model with LoRA adapters (only they train): fresh ones, or ``init_adapter``'s weights; on
+    ``device`` (``Trainer`` would move it there too; a caller without one, such as the throughput benchmark,
+    needs it already there)."""
     import torch
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -300,11 +303,11 @@ def build_model(base_dir: Path, config: SftConfig, device: str, init_adapter: Pa
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=dtype)
     model.config.use_cache = False
     if init_adapter is not None:
-        return PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True)
+        return PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True).to(device)
     lora = LoraConfig(task_type="CAUSAL_LM", r=config.lora_r, lora_alpha=config.lora_alpha,
                       lora_dropout=config.lora_dropout, target_modules=config.target_modules)
     torch.manual_seed(config.seed)  # LoRA's A matrices are initialised from torch's RNG
-    return get_peft_model(model, lora)
+    return get_peft_model(model, lora).to(device)
 
 
 def _training_args(request: SftRequest) -> Any:
@@ -328,8 +331,8 @@ def _training_args(request: SftRequest) -> Any:
         save_total_limit=2,
         seed=config.seed,
         data_seed=config.seed,
-        use_cpu=request.device == "cpu",
-        bf16=config.dtype is Dtype.BFLOAT16 and request.device != "cpu",
+        use_cpu=parse_device(request.device)[0] == "cpu",
+        bf16=config.dtype is Dtype.BFLOAT16 and parse_device(request.device)[0] != "cpu",
         train_sampling_strategy="group_by_length" if config.group_by_length else "random",
         include_num_input_tokens_seen="non_padding",
         remove_unused_columns=False,
@@ -356,7 +359,11 @@ def train_sft(request: SftRequest) -> SftResult:
                     if request.init_adapter is not None else None)
     resume_from = _check_out(request, data_hash)
     base_dir = resolve_base(request.base)
-    if request.device.startswith("cuda") and not torch.cuda.is_available():
+    try:
+        device = pin_training_device(request.device)  # before anything starts CUDA (see jupiter.sft.device)
+    except DeviceError as exc:
+        raise SftError(str(exc)) from None
+    if device != "cpu" and not torch.cuda.is_available():
         raise SftError(f"--device {request.device}: no CUDA device is available")
     request_out.mkdir(parents=True, exist_ok=True)
     if resume_from is None:
@@ -369,7 +376,7 @@ def train_sft(request: SftRequest) -> SftResult:
         raise SftError(f"{request.data}: no sample keeps an assistant token within max_len "
                        f"{request.config.max_len}")
     log.info("sft data: %s", report.to_dict())
-    model = build_model(base_dir, request.config, request.device, request.init_adapter)
+    model = build_model(base_dir, request.config, device, request.init_adapter)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     dataset = [{"input_ids": list(s.input_ids), "labels": list(s.labels)} for s in samples]
     flag = _StopFlag()
@@ -411,6 +418,7 @@ def train_sft(request: SftRequest) -> SftResult:
         "train_loss": round(float(output.training_loss), 6),
         "losses": losses,
         "peak_rss_mb": _peak_rss_mb(),
+        **_gpu_record(device),
         "versions": _versions(),
     }
     model.peft_config["default"].base_model_name_or_path = (
@@ -431,6 +439,16 @@ def _peak_rss_mb() -> float:
     import resource
 
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # Linux: KiB
+
+
+def _gpu_record(device: str) -> dict[str, Any]:
+    """On a GPU: which one and the peak memory torch allocated on it (what a larger batch would have to fit)."""
+    import torch
+
+    if device == "cpu":
+        return {}
+    return {"gpu": torch.cuda.get_device_name(device),
+            "peak_gpu_allocated_mb": round(torch.cuda.max_memory_allocated(device) / 2**20, 1)}
 
 
 def _versions() -> dict[str, str]:
