@@ -1,18 +1,20 @@
 """Training throughput of ``jupiter sft`` (cpu profile): logits only where the loss counts vs full logits.
 
-Both modes run the very step ``jupiter sft`` runs — the cpu profile's model (float32, LoRA rank 16 on all
-linear layers), ``jupiter.sft.train.causal_lm_loss``, backward, AdamW — on the same micro-batches of
+Both modes run the very step ``jupiter sft`` runs — the cpu profile's model (float32 unless ``--dtype``, LoRA
+rank 16 on all linear layers), ``jupiter.sft.train.causal_lm_loss``, backward, AdamW — on the same micro-batches of
 synthetic multi-step samples of realistic length (a printed table, a computation, an answer: about 600-1000
 tokens each, like synthesized NbQA data, rendered by ``jupiter.sft.data``). Each measurement is its own
 process (so its peak memory is its own), and the modes alternate over ``--rounds`` so that a change in the
 machine's load hits both; the best round of each mode is compared.
 
     python benchmarks/perf/sft_throughput.py --json [--micro-batches 3] [--rounds 2] [--base default]
+                                             [--device cpu|cuda] [--dtype float32|bfloat16]
 
 Prints one JSON object: per mode tokens/s (non-padding tokens over the wall time of forward + backward +
 optimizer step, first micro-batch excluded as warm-up), tokens per CPU-second (the process's CPU time: less
-sensitive to other work on a shared machine; run with ``--threads 1`` for the cleanest ratio), peak RSS, and
-the speed-ups.
+sensitive to other work on a shared machine; run with ``--threads 1`` for the cleanest ratio), peak RSS (on a
+GPU also the peak allocated GPU memory), and the speed-ups. On a GPU each timed micro-batch ends with a
+synchronisation, so the wall time covers the GPU's work, not just its queueing.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a script from a checkout without an install
+    sys.path.insert(0, str(REPO))
 
 from jupiter.prompts import Turn, build_messages
 from jupiter.task import Task
@@ -57,7 +63,7 @@ def realistic_row(index: int, rng: random.Random) -> dict:
 
 
 def child(data: Path, base: str, where_loss: bool, micro_batches: int, micro_batch_size: int,
-          threads: int | None) -> dict:
+          threads: int | None, device: str = "cpu", dtype: str | None = None) -> dict:
     """One measurement: warm-up micro-batch, then ``micro_batches`` timed training micro-batches."""
     import torch
 
@@ -70,17 +76,19 @@ def child(data: Path, base: str, where_loss: bool, micro_batches: int, micro_bat
     from jupiter.sft.train import _collate, build_model, causal_lm_loss, resolve_base
 
     config = profile("cpu").with_overrides({"logits_where_loss": where_loss, "micro_batch_size": micro_batch_size,
-                                            "batch_size": micro_batch_size * 4})
+                                            "batch_size": micro_batch_size * 4, "dtype": dtype})
+    cuda = device.startswith("cuda")
     base_dir = resolve_base(base)
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
     samples, _ = encode_all(read_sharegpt(data), tokenizer, None, config.max_len)
-    model = build_model(base_dir, config, "cpu")
+    model = build_model(base_dir, config, device)
     model.train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate)
     collate = _collate(tokenizer.pad_token_id)
     size = config.micro_batch_size
-    batches = [collate([{"input_ids": list(s.input_ids), "labels": list(s.labels)}
-                        for s in samples[i * size:(i + 1) * size]]) for i in range(micro_batches + 1)]
+    batches = [{k: v.to(device) for k, v in collate([{"input_ids": list(s.input_ids), "labels": list(s.labels)}
+                                                     for s in samples[i * size:(i + 1) * size]]).items()}
+               for i in range(micro_batches + 1)]
     tokens = loss_tokens = 0
     seconds = cpu_seconds = 0.0
     for index, batch in enumerate(batches):
@@ -89,6 +97,8 @@ def child(data: Path, base: str, where_loss: bool, micro_batches: int, micro_bat
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.synchronize()
         if index:  # the first micro-batch warms up allocators and kernels
             seconds += time.perf_counter() - started
             cpu_seconds += time.process_time() - cpu_started
@@ -98,7 +108,9 @@ def child(data: Path, base: str, where_loss: bool, micro_batches: int, micro_bat
             "tokens_per_cpu_second": round(tokens / cpu_seconds, 1), "cpu_seconds": round(cpu_seconds, 2),
             "tokens": tokens,
             "loss_tokens": loss_tokens, "threads": torch.get_num_threads(),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            **({"peak_gpu_allocated_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1),
+                "gpu": torch.cuda.get_device_name()} if cuda else {})}
 
 
 def main() -> int:
@@ -110,12 +122,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="alternating measurements per mode")
     parser.add_argument("--base", default="default")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
+                        help="training precision (default: the cpu profile's float32)")
     parser.add_argument("--child", choices=["where-loss", "full"], help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.data, args.base, args.child == "where-loss", args.micro_batches,
-                               args.micro_batch_size, args.threads)))
+                               args.micro_batch_size, args.threads, args.device, args.dtype)))
         return 0
     rng = random.Random(args.seed)
     runs: dict[str, list[dict]] = {"where-loss": [], "full": []}
@@ -127,7 +142,8 @@ def main() -> int:
             for mode in runs:
                 done = subprocess.run([sys.executable, __file__, "--child", mode, "--data", str(data), "--base",
                                        args.base, "--micro-batches", str(args.micro_batches),
-                                       "--micro-batch-size", str(args.micro_batch_size),
+                                       "--micro-batch-size", str(args.micro_batch_size), "--device", args.device,
+                                       *(["--dtype", args.dtype] if args.dtype else []),
                                        *(["--threads", str(args.threads)] if args.threads else [])],
                                       capture_output=True, text=True)
                 if done.returncode != 0:
@@ -138,6 +154,8 @@ def main() -> int:
     result = {
         "benchmark": "sft_throughput",
         "profile": "cpu",
+        "device": args.device,
+        "dtype": args.dtype or "float32",
         "micro_batch_size": args.micro_batch_size,
         "threads": first["threads"],
         "micro_batches": args.micro_batches,

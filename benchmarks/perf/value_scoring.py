@@ -1,9 +1,10 @@
 """Value-scoring throughput and memory vs batch size, with and without length-sorting and prefix sharing.
 
     python benchmarks/perf/value_scoring.py --json [--model DIR] [--states 12] [--batch-sizes 1,4,8] [--siblings 3]
+                                            [--base default] [--device cpu|cuda]
 
-Without ``--model`` a fresh (untrained) value model on the embedded Gemma 3 270M is saved to a temporary
-folder: speed and memory do not depend on the trained weights. States are notebook paths built with
+Without ``--model`` a fresh (untrained) value model on ``--base`` (default: the embedded Gemma 3 270M) is saved
+to a temporary folder: speed and memory do not depend on the trained weights. States are notebook paths built with
 ``jupiter.prompts.build_messages`` with 0–7 steps and observations of varied length (seeded), so batches
 mix short and long paths as a search does; they come as ``--siblings`` children of one parent (the search's
 K), which differ in their last step only. Each configuration scores every state once with the cache off, with
@@ -84,7 +85,8 @@ def main() -> int:
     parser.add_argument("--states", type=int, default=12)
     parser.add_argument("--batch-sizes", default="1,4,8")
     parser.add_argument("--max-tokens", type=int, default=2048)
-    parser.add_argument("--device", default=None)
+    parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    parser.add_argument("--base", default="default", help="backbone of the fresh model (without --model)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--siblings", type=int, default=3, help="children per parent among the states (K)")
     args = parser.parse_args()
@@ -101,7 +103,7 @@ def main() -> int:
         model_dir = args.model
         if model_dir is None:
             model_dir = Path(tmp) / "fresh"
-            config = ModelConfig(backbone=resolve_backbone("default"), max_tokens=args.max_tokens)
+            config = ModelConfig(backbone=resolve_backbone(args.base), max_tokens=args.max_tokens)
             ValueModel.create(config, device="cpu").save(model_dir)
         states = make_states(args.states, args.seed, args.siblings)
         results = []
