@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from jupiter.sft.config import Dtype, SftConfig
-from jupiter.sft.data import IGNORE, EncodedSample, EncodeReport, encode_all, file_sha256, read_sharegpt
+from jupiter.sft.data import IGNORE, EncodeReport, encode_all, file_sha256, read_sharegpt
 from jupiter.sft.device import DeviceError, parse_device, pin_training_device
 
 __all__ = ["SftError", "SftInterrupted", "SftRequest", "SftResult", "resolve_base", "train_sft",
