@@ -228,6 +228,8 @@ def _train(samples: Sequence[Sample], model_config: ModelConfig, config: TrainCo
                     resume_at = (epoch, index + 1)  # stopped mid-epoch: a rerun goes on from the next batch
                 break
         train_loss = sum(losses) / len(losses) if losses else None
+        # a run stopped mid-epoch (max_steps) recorded this epoch already: the figures after it replace those
+        history = [h for h in history if h.epoch != epoch + 1]
         history.append(_epoch_metrics(model, eval_enc, config, pad_id, device, epoch + 1, step, train_loss))
         _save_checkpoint(output_dir, model, optimizer, scheduler, step, *resume_at, history)
     bar.close()

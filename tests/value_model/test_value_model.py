@@ -185,6 +185,8 @@ def test_training_resumes_from_its_checkpoint(backbone: str, tmp_path: Path) -> 
     second = train_value_model(_samples(), config, _train_config(max_steps=3, **settings), out)
     assert second.resumed_from == 1 and second.steps == 3
     assert latest_checkpoint(out).name == "step-000003"
+    epochs = [entry["epoch"] for entry in json.loads((out / "metrics.json").read_text())["history"]]
+    assert epochs == sorted(set(epochs))  # the epoch the first run stopped in is recorded once, after the resume
 
 
 def test_head_centers_in_training_and_freezes_in_eval() -> None:
