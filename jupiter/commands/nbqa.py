@@ -244,11 +244,13 @@ def _add_synth(inner: argparse._SubParsersAction) -> None:
                    help="share of solutions written with a realistic error and its fix")
     p.add_argument("--loose-share", type=float, default=0.5,
                    help="share of questions that name columns in plain words (\"fare\" for 'Fare'); 0: none")
-    p.add_argument("--recipe", type=int, choices=(1, 2, 3), default=1,
+    p.add_argument("--recipe", type=int, choices=(1, 2, 3, 4), default=1,
                    help="1: the programs and mistakes the shipped adapter was trained on (its commands reproduce "
                         "its data); 2: adds filter/threshold/flag-feature programs, question-words and "
                         "used-before-created mistakes, and keeps mistaken steps out of the SFT loss; 3: recipe 2, "
-                        "and loosely worded questions name columns by their R help page's description")
+                        "and loosely worded questions name columns by their R help page's description; 4: recipe 3 "
+                        "with answer formats written as DABench writes them (placeholders, category words, "
+                        "rounding said in one place or none)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per cell")
     p.set_defaults(handler=_run_synth)
 

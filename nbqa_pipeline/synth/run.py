@@ -30,6 +30,7 @@ from nbqa_pipeline.jsonl import append_jsonl, read_jsonl
 from nbqa_pipeline.synth.exclusion import BenchmarkExclusion
 from nbqa_pipeline.synth.execute import DropReason, Mistake, SolvedTask, run_draft, with_mistake
 from nbqa_pipeline.synth.programs import PROGRAMS, inspect_step
+from nbqa_pipeline.synth.formats import restyle
 from nbqa_pipeline.synth.wording import loosen, title_case_columns
 from nbqa_pipeline.synth.tables import TableInfo, TableSource, file_name_for, load_table, table_sources, write_table
 
@@ -56,6 +57,8 @@ class SynthConfig:
             the loss (``no_loss_turns`` in the SFT rows). 3: recipe 2, and a loosely worded question names each
             column that its table's R help page describes by that description ("number of years married" for
             ``yearsmarried``), as DABench names columns by meaning (``nbqa_pipeline.synth.descriptions``).
+            4: recipe 3 with answer formats written as DABench writes them: other placeholders, category words
+            and rounding said in one place or none (``nbqa_pipeline.synth.formats``).
         timeout_s: per cell.
     """
 
@@ -141,6 +144,7 @@ RECIPES: dict[int, tuple[str, ...]] = {
     1: tuple(sorted(set(PROGRAMS) - {"filter_mean", "count_above", "flag_feature"})),
     2: tuple(sorted(PROGRAMS)),
     3: tuple(sorted(PROGRAMS)),
+    4: tuple(sorted(PROGRAMS)),
 }
 
 
@@ -221,6 +225,8 @@ def run_synth(out_dir: Path, config: SynthConfig = SynthConfig(), sandbox_factor
                     continue
                 if config.loose_share and rng.random() < config.loose_share:
                     draft = loosen(draft, info.columns, info.phrases if config.recipe >= 3 else None) or draft
+                if config.recipe >= 4:
+                    draft = restyle(draft, rng)
                 data_path = out_dir / "tables" / info.file_name
                 if not data_path.is_file():
                     write_table(frame, data_path)
