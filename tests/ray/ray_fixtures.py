@@ -3,6 +3,8 @@
 Each task ``T<i>`` has its own CSV whose column ``x`` sums to ``10 * (i + 1)``; the scripted policy loads the
 file and prints ``TOTAL <sum> END`` (right), guesses a wrong answer, or runs a cell that raises. A rule per task
 turns ``TOTAL <sum> END`` into the right formatted answer, so every tree reaches reward +1 through real cells.
+With ``cell_seconds`` every code cell first sleeps that long: a slow notebook, for a run that must still have
+trees in flight seconds after its first tree finished (a tree of these scripts takes about a second otherwise).
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ def write_tasks(folder: Path, n: int = N_TASKS) -> Path:
     return path
 
 
-def write_replay(folder: Path, n: int = N_TASKS) -> Path:
-    load = step("Load the data and add up x.", "import glob\nimport pandas as pd\n"
+def write_replay(folder: Path, n: int = N_TASKS, cell_seconds: float = 0.0) -> Path:
+    pause = f"import time\ntime.sleep({cell_seconds})\n" if cell_seconds else ""
+    load = step("Load the data and add up x.", pause + "import glob\nimport pandas as pd\n"
                 "df = pd.read_csv(sorted(glob.glob('data_*.csv'))[0])\nprint('TOTAL', int(df['x'].sum()), 'END')")
-    broken = step("Use the frame.", "print(undefined_frame.head())")
+    broken = step("Use the frame.", pause + "print(undefined_frame.head())")
     rules = [{"match": f"TOTAL {10 * (i + 1)} END", "replies": [f"Thought: the sum is printed.\nFormatted answer: "
                                                               f"@total[{10 * (i + 1)}]"]} for i in range(n)]
     rules.append({"match": "undefined_frame", "replies": [broken]})

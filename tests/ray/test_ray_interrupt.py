@@ -33,8 +33,12 @@ def _ours(marker: str) -> list[int]:
 
 @pytest.mark.slow
 def test_ctrl_c_then_rerun(tmp_path):
-    n = 24  # enough that Ctrl-C after the first finished tree lands while others still run (a tree takes ~1 s)
-    tasks, replay = write_tasks(tmp_path / "tasks", n=n), write_replay(tmp_path / "tasks", n=n)
+    """Ctrl-C lands while trees still run: the first run's cells each sleep 0.5 s (a tree takes ~5 s, so the
+    23 trees left after the first take ~2 minutes, however late a loaded machine delivers the signal; with
+    ~1 s trees all 24 were done twice before it landed). The rerun is the same command over the fast script,
+    so finishing the rest takes ~1 s a tree."""
+    n = 24
+    tasks, replay = write_tasks(tmp_path / "tasks", n=n), write_replay(tmp_path / "tasks", n=n, cell_seconds=0.5)
     out = tmp_path / "collect"
     temp = Path("/tmp") / f"ji-{os.getpid()}"
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(REPO))
@@ -49,7 +53,7 @@ def test_ctrl_c_then_rerun(tmp_path):
         while not Manifest(out).read():
             assert driver.poll() is None, driver.stderr.read()[-3000:]
             assert time.monotonic() < deadline, "no tree finished in time"
-            time.sleep(0.2)
+            time.sleep(0.05)
         driver.send_signal(signal.SIGINT)
         _, stderr = driver.communicate(timeout=120)
         assert driver.returncode == 130, stderr[-3000:]
@@ -65,6 +69,7 @@ def test_ctrl_c_then_rerun(tmp_path):
             time.sleep(0.5)
         assert _ours(str(temp)) == [], "the interrupted driver left its local Ray running"
 
+        write_replay(tmp_path / "tasks", n=n)  # same command, same script path; its cells no longer sleep
         again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
         assert again.returncode == 0, again.stderr[-3000:]
         summary = json.loads(again.stdout.strip().splitlines()[-1])["summary"]
