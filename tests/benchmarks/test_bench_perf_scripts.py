@@ -39,6 +39,23 @@ def test_sandbox_start_prints_its_keys() -> None:
     assert result["ticker_stall_ms"]["n"] > 0 and result["start_s"] > 0 and result["host_cpu_ms_per_start"] > 0
 
 
+def test_scale_live_states_times_the_budget_check_and_explains_slow_branches(shared_dir: Path) -> None:
+    result = _run("scale.py", "--sizes", "4", "--trees", "0", "--branches", "6", "--budget-ab", "--interleave",
+                  env_shared=shared_dir)
+    on, off = result["live_states"]
+    assert on["memory_budget"] is True and off["memory_budget"] is False
+    for row in (on, off):  # the keys reports already read, and the attribution of the tail
+        for key in ("branch_ms_p50", "branch_ms_p95", "create_s", "uss_mb", "kernel_stalls", "limit_reached",
+                    "cpu_ms", "runqueue_ms", "blocked_ms", "host_gc", "kernel_threads_cpu_ms", "slow_branches"):
+            assert key in row
+        assert row["branches"] == 6 and row["cpu_ms"]["p50"] > 0 and len(row["host_gc"]["collections"]) == 3
+    # three of the six branches checked the budget (the others were the interleaved off arm), each timed
+    assert 0 < on["budget_check_ms"]["p50"] <= on["budget_check_ms"]["max"]
+    assert 0 < on["budget_check_share_pct"] < 100 and not on["limit_reached"]
+    assert set(on["ab_interleaved"]) == {"on_ms_p50", "on_ms_p95", "off_ms_p50", "off_ms_p95"}
+    assert "budget_check_ms" not in off and "ab_interleaved" not in off
+
+
 def test_engine_overhead_prints_its_keys() -> None:
     result = _run("engine_overhead.py", "--trees", "2", "--iterations", "5", "--no-sandbox")
     null = result["null"]
