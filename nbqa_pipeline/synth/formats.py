@@ -23,13 +23,12 @@ import random
 import re
 from dataclasses import replace
 
-from nbqa_pipeline.synth.programs import Draft, Step
+from nbqa_pipeline.synth.programs import Draft, Step, _dec_words
 
 __all__ = ["restyle"]
 
 _SLOT = re.compile(r"@(\w+)\[([^\]]+)\]")
 _ROUND_CALL = re.compile(r"round\([^()]*(?:\([^()]*(?:\([^()]*\)[^()]*)*\)[^()]*)*,\s*(\d+)\)")
-_WORDS = {2: "two", 3: "three", 4: "four"}
 #: rounding phrases of the formats in ``programs``, and what is left without them
 _FORMAT_ROUNDING = (
     (re.compile(r" where both are rounded to \w+ decimal places\."), ""),
@@ -115,7 +114,7 @@ def _say_rounding(steps: tuple[Step, ...], sentence: str) -> tuple[Step, ...]:
     return steps
 
 
-def _rounding(draft: Draft, constraints: str, fmt: str, steps: tuple[Step, ...], rng: random.Random
+def _rounding(constraints: str, fmt: str, steps: tuple[Step, ...], rng: random.Random
               ) -> tuple[str, str, tuple[Step, ...]]:
     """The rounding said in both places (as drawn), only in the format, only in the constraints, or nowhere
     (two decimals, DABench's convention; only where every rounding of the solution is to two places)."""
@@ -132,7 +131,7 @@ def _rounding(draft: Draft, constraints: str, fmt: str, steps: tuple[Step, ...],
     if digits == {2} and "decimal" not in only_format + only_constraints:
         choices += ["nowhere", "nowhere"]
     where = rng.choice(choices)
-    places = " and ".join(_WORDS[d] for d in sorted(digits))
+    places = " and ".join(_dec_words(d) for d in sorted(digits))
     if where == "format":
         return only_format, fmt, _say_rounding(steps, f"The answer format asks for {places} decimal places.")
     if where == "constraints":
@@ -160,7 +159,7 @@ def restyle(draft: Draft, rng: random.Random) -> Draft:
 
     The answer names, and so the label's names, do not change; category words change what the code prints."""
     fmt, steps = _category_words(draft, draft.format, rng)
-    constraints, fmt, steps = _rounding(draft, draft.constraints, fmt, steps, rng)
+    constraints, fmt, steps = _rounding(draft.constraints, fmt, steps, rng)
     if rng.random() < 0.7:
         fmt = _rename_placeholders(fmt, rng)
     fmt = _separate(fmt, rng)
