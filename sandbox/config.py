@@ -5,7 +5,7 @@ import enum
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Backend", "Isolation", "SandboxConfig", "ConfigError"]
@@ -201,6 +201,3 @@ class SandboxConfig:
             "nproc": None if self.max_processes is None else int(self.max_processes),
             "fsize": None if self.max_file_size_mb is None else int(self.max_file_size_mb * _MB),
         }
-
-    def field_names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(self))

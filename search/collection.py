@@ -23,18 +23,11 @@ from typing import Any, Sequence
 from jupiter.output_paths import check_output_folder
 from jupiter.task import TaskError, load_tasks
 from search.config import ConfigError, Mode, SearchConfig
-from search.profiles import DEFAULT_PROFILE, profile_values
 from search.settings import add_search_arguments, flag_message, resolve_settings, settings_from_args
 
-__all__ = ["COLLECT_DEFAULTS", "CostEstimate", "estimate_cost", "build_config", "collect_parser", "main"]
+__all__ = ["CostEstimate", "estimate_cost", "build_config", "collect_parser", "main"]
 
 log = logging.getLogger("search.collect")
-
-#: The paper's collection settings that shape a tree (SearchConfig field → value), read from the profile.
-COLLECT_DEFAULTS: dict[str, Any] = {
-    name: profile_values(DEFAULT_PROFILE, Mode.COLLECT)[name]
-    for name in ("iterations", "max_depth", "expansions", "temperature", "top_p", "c_puct", "partial_credit")
-}
 
 #: the search settings collection takes as flags (its mode is fixed; the answer decision does not apply)
 _SEARCH_FLAGS = ("iterations", "max_depth", "expansions", "temperature", "top_p", "c_puct", "max_tokens",

@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["SIMPLIFY_INSTRUCTIONS", "simplify_descriptions", "simplify_description", "PROMPT_VERSION"]
+__all__ = ["SIMPLIFY_INSTRUCTIONS", "simplify_descriptions", "PROMPT_VERSION"]
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +96,3 @@ def simplify_descriptions(
             tmp.replace(path)
             out[name] = simplified
     return out
-
-
-def simplify_description(text: str, policy: Any, cache_dir: str | Path, model_key: str = "", **options: Any) -> str:
-    """One task's condensed statement (see ``simplify_descriptions``)."""
-    return simplify_descriptions({"task": text}, policy, cache_dir, model_key, **options)["task"]

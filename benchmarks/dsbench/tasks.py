@@ -16,7 +16,7 @@ from typing import Any
 from benchmarks.metrics import Metric, MetricError, get_metric, metric_from_line
 from benchmarks.paths import default_data_dir
 
-__all__ = ["DsbenchSpec", "load_specs", "metric_for", "OVERRIDES"]
+__all__ = ["DsbenchSpec", "load_specs", "OVERRIDES"]
 
 #: task name → (registry metric name, why the scoring line is not enough)
 OVERRIDES: dict[str, tuple[str, str]] = {
@@ -81,8 +81,3 @@ def load_specs(path: str | Path | None = None) -> list[DsbenchSpec]:
     if not isinstance(records, list):
         raise MetricError(f"{path}: expected a JSON list of task records")
     return [DsbenchSpec.from_record(r, where=str(path)) for r in records]
-
-
-def metric_for(spec: DsbenchSpec) -> Metric:
-    """The registered metric that scores ``spec``."""
-    return spec.scorer

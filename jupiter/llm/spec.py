@@ -37,14 +37,12 @@ from urllib.parse import parse_qsl
 from jupiter.llm.base import BasePolicy
 from jupiter.llm.types import PolicyError, PolicySpecError
 
-__all__ = ["load_policy", "describe_policy", "PolicyChoice", "DEFAULT_SPEC", "DEFAULT_BACKENDS", "DEFAULT_ENV"]
+__all__ = ["load_policy", "describe_policy", "PolicyChoice", "DEFAULT_SPEC", "DEFAULT_ENV"]
 
 log = logging.getLogger(__name__)
 
 #: The transformers spec of the embedded Gemma 3 270M: what ``default`` falls back to.
 DEFAULT_SPEC = "hf:default"
-#: What ``default`` tries, fastest first.
-DEFAULT_BACKENDS = ("vllm:default", DEFAULT_SPEC)
 #: Environment variable that forces ``default`` onto one backend (``vllm`` or ``hf``).
 DEFAULT_ENV = "JUPITER_DEFAULT_LLM"
 

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 from nbqa_pipeline.synth.tables import TableInfo
 
-__all__ = ["Step", "Draft", "Program", "PROGRAMS", "CONCEPTS", "LEVELS", "inspect_step"]
+__all__ = ["Step", "Draft", "Program", "PROGRAMS", "CONCEPTS", "inspect_step"]
 
 CONCEPTS = (
     "Summary Statistics",
@@ -29,7 +29,6 @@ CONCEPTS = (
     "Feature Engineering",
     "Machine Learning",
 )
-LEVELS = ("easy", "medium", "hard")
 
 
 @dataclass(frozen=True)
