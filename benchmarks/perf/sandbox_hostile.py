@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from sandbox import ExecStatus, Sandbox, SandboxConfig, WorkspaceError  # noqa: E402
+from sandbox import Sandbox, SandboxConfig, WorkspaceError  # noqa: E402
 
 SECRET = f"hostile-secret-{secrets.token_hex(6)}"
 FILL = "with open({path!r}, 'wb') as f:\n    for _ in range({mib}):\n        f.write(bytes(2**20))\n"

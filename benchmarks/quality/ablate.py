@@ -94,13 +94,12 @@ def variants(iterations: int) -> dict[str, SearchConfig]:
     }
 
 
-def run_variant(questions: Sequence[QuestionSolutions], config: SearchConfig, seed: int,
-                dabench_dir: Any = None) -> dict[str, Any]:
+def run_variant(questions: Sequence[QuestionSolutions], config: SearchConfig, seed: int) -> dict[str, Any]:
     """Accuracy, in-tree rate and the right answer's share of the votes for one setting and seed."""
     from benchmarks.quality.search_vs_baselines import ordered_questions
 
     questions = ordered_questions(questions, None)  # the benchmark's order: same batches, same draws
-    tasks = tasks_for(questions, dabench_dir or default_data_dir("dabench"))
+    tasks = tasks_for(questions, default_data_dir("dabench"))
     policy = SimulatedPolicy(questions)
     notebook = StatusNotebook(questions)
     results: list[SearchResult] = list(solve_many(tasks, policy, lambda: notebook, config, seed=seed,
