@@ -128,9 +128,8 @@ def outcome_of(result: SearchResult) -> TreeOutcome:
 
 #: modules loaded once in the sandbox's template runtime: the ones the reference solutions import (importing
 #: scikit-learn in a cell costs ~4 s on a busy 2-core machine, and every tree node that runs such a cell would pay it
-#: again), and a traceback warm-up (``warm_tracebacks``: erroring cells cost 1-8 s each without it)
-PRELOAD = ("numpy", "pandas", "scipy.stats", "sklearn.linear_model", "sklearn.model_selection",
-           "benchmarks.quality.warm_tracebacks")
+#: again); with pandas preloaded the runtime also warms its traceback formatting (``sandbox/_server.py``)
+PRELOAD = ("numpy", "pandas", "scipy.stats", "sklearn.linear_model", "sklearn.model_selection")
 
 
 def default_sandbox(cell_timeout: float = 60.0) -> Sandbox:

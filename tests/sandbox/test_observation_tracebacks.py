@@ -1,7 +1,7 @@
 """Error observations show the model where in its own code the error happened, not host internals."""
 from __future__ import annotations
 
-from sandbox import ExecStatus
+from sandbox import ExecStatus, Sandbox, SandboxConfig
 from sandbox.observation import short_traceback
 
 ESC = "\x1b[0;31m"
@@ -37,3 +37,19 @@ def test_real_pandas_key_error_points_at_the_cell_line(sb):
     text = ex.observation()
     assert "----> 3 df['missing']" in text and text.rstrip().endswith("KeyError: 'missing'")
     assert "site-packages" not in text and "pandas/core/" in text
+
+
+def test_zygote_traceback_warm_up_changes_no_observation(sb):
+    """The zygote formats a few pandas tracebacks once (so forked states do not re-parse pandas' sources); a state
+    must see the same traceback as a runtime that never warmed up, and nothing of the warm-up in its namespace."""
+    cells = ("import pandas as pd\ndf = pd.DataFrame({'a': [1]})\ndf['missing']", "pd.Series([1.0]).meen()",
+             "undefined_name_")
+    probe = "print(sorted(k for k in globals() if not k.startswith('_')), len(In), repr(_))"
+    with Sandbox(SandboxConfig(timeout_s=60, preload_modules=())) as cold_box:
+        warm, cold = sb.open_root(), cold_box.open_root()
+        assert warm.run(probe).outputs == cold.run(probe).outputs
+        for code in cells:
+            warm_ex, cold_ex = warm.run(code), cold.run(code)
+            assert warm_ex.status is cold_ex.status is ExecStatus.ERROR
+            assert warm_ex.error == cold_ex.error
+            assert warm_ex.observation() == cold_ex.observation()
