@@ -28,7 +28,6 @@ import gc  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
-import shutil  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import time  # noqa: E402
