@@ -321,6 +321,26 @@ class Sandbox:
             self._cgroup.remove()
         self.layout.cleanup()
 
+    def reset(self) -> bool:
+        """Close every state and delete their folders and their roots' input copies, keeping the zygote, the
+        cgroups and the memory budget's membership (the runtime's home and the counters carry on).
+
+        Why: a search driver hands a finished tree's sandbox to the next tree, whose root then forks from a
+        warm zygote instead of starting one (about 1.7 s of CPU with the default preloads, once per tree).
+        Call it only when none of the states is in use. False when the sandbox is closed (make a new one).
+        """
+        with self._lock:
+            if self._closed:
+                return False
+            states = list(self._states.values())
+        for state in states:
+            self._close_state(state)
+        self.layout.clear_inputs()
+        with self._lock:
+            self._disk.clear()
+            self._uss.clear()
+        return True
+
     # ---- internals used by State ----------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:

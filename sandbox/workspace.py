@@ -105,6 +105,13 @@ class Layout:
         os.rename(path, target)
         shutil.rmtree(target, ignore_errors=True)
 
+    def clear_inputs(self) -> None:
+        """Delete every root's read-only copy of its input files (no state may link to them any more)."""
+        for entry in os.scandir(self.inputs):
+            path = Path(entry.path)
+            _make_writable(path)
+            shutil.rmtree(path, ignore_errors=True)
+
     def cleanup(self) -> None:
         if self.owned:
             _make_writable(self.inputs)

@@ -19,6 +19,7 @@ __all__ = [
     "ExecutionLike",
     "StateLike",
     "SandboxLike",
+    "ReusableSandbox",
     "Value",
 ]
 
@@ -75,6 +76,16 @@ class SandboxLike(Protocol):
     """``sandbox.Sandbox``: owns the processes; hands out root states."""
 
     def open_root(self, input_files: Sequence[Path] = ()) -> StateLike: ...
+
+
+@runtime_checkable
+class ReusableSandbox(Protocol):
+    """A sandbox that can serve another tree: ``reset()`` closes all its states and drops their files, and says
+    whether the sandbox can be used again (``sandbox.Sandbox.reset``). ``close()`` ends it."""
+
+    def reset(self) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 @runtime_checkable

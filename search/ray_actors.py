@@ -94,7 +94,7 @@ SolveFn = Callable[[Iterable[Task], WorkerContext], Iterator[Any]]
 
 
 def engine_solve(tasks: Iterable[Task], context: WorkerContext) -> Iterator[Any]:
-    """The real per-worker work: the batched engine over a stream of tasks, one sandbox per tree."""
+    """The real per-worker work: the batched engine over a stream of tasks, one sandbox per tree in flight."""
     from search.driver import solve_many
 
     return solve_many(tasks, context.policy, context.sandbox_factory, context.config, context.value,
@@ -195,7 +195,7 @@ class TreeWorker:
     """Drives many trees with the batched engine; pulls tasks from the queue; streams ``TreeOutcome``s.
 
     The policy is either loaded here from a spec (HTTP client, replay script: cheap and stateless) or a
-    ``RemotePolicy`` over the shared ``PolicyServer``. Sandboxes are created per tree in this process, so their
+    ``RemotePolicy`` over the shared ``PolicyServer``. Sandboxes are created in this process (one per tree in flight, reset for the next tree), so their
     runtimes die with it (the sandbox package ties them to the process that started them).
     """
 

@@ -23,7 +23,7 @@ Two parts, one JSON object:
   same averaged over the slowest 5 % (ms).
 - ``trees``: ``--trees`` trees (default 8; ``--full``: 100) of the quality benchmark's simulated policy at the
   default search settings of collect mode (50 iterations, K = 3: about 150 nodes each) through the project's engine
-  (``search.solve_many``, one sandbox per tree, default ``SandboxConfig``: the process-wide memory budget decides
+  (``search.solve_many``, a default ``SandboxConfig`` sandbox per tree in flight, reset for the next tree: the process-wide memory budget decides
   what stays live). Printed: wall, nodes, nodes/s, peak PSS of this process and its sandboxes (sampled every
   ``--sample-s``), peak processes, tree file bytes per node (``search.save_tree``), the budget's evictions, the
   trees in flight at most (``peak_trees_in_flight``; the setting's cap is ``max_trees_in_flight``), and the CPU
@@ -379,7 +379,8 @@ class _CpuAccount:
 
 def trees(n: int, sample_s: float, seed: int, in_flight: int | None = None, fixed: bool = False,
           ) -> dict[str, Any]:
-    """``n`` trees of the simulated policy at the default collect settings, one default sandbox per tree.
+    """``n`` trees of the simulated policy at the default collect settings, a default sandbox per tree in flight
+    (``sandboxes_made``: how many the engine's factory made; the engine resets a finished tree's for the next one).
 
     CPU: this process's own (``cpu_s_host``: the driver, the policy, the sandboxes' host side) and that of every
     process below it (``cpu_s_sandboxes``: the runtimes; None without a ``cpuacct`` group), per node; the PSS
@@ -446,7 +447,7 @@ def trees(n: int, sample_s: float, seed: int, in_flight: int | None = None, fixe
         "peak_trees_in_flight": in_flight_peak, "iterations": config.iterations,
         "expansions": config.expansions,
         "memory_budget_mb": budget.limit_bytes // MB, "budget_evictions": budget.evictions - evictions_before,
-        "budget_peak_mb": round(budget.peak_bytes / MB), "sandboxes": counts,
+        "budget_peak_mb": round(budget.peak_bytes / MB), "sandboxes_made": len(made), "sandboxes": counts,
     }
 
 

@@ -129,8 +129,8 @@ class _Feeder:
 class Scheduler:
     """Runs jobs; thread-safe ``submit`` / ``cancel`` / ``shutdown`` from the web thread.
 
-    ``policy`` is the loaded policy (None in Ray mode, where workers hold it); ``sandbox_factory`` builds one
-    sandbox per tree; ``ray_address`` switches the lanes to ``search.ray_driver.solve_tasks_ray``.
+    ``policy`` is the loaded policy (None in Ray mode, where workers hold it); ``sandbox_factory`` builds a
+    sandbox per tree in flight (the driver resets it for the next tree); ``ray_address`` switches the lanes to ``search.ray_driver.solve_tasks_ray``.
     """
 
     def __init__(self, store: JobStore, hub: EventHub, policy: Any, sandbox_factory: Callable[[], Any], *,
@@ -161,7 +161,7 @@ class Scheduler:
     @classmethod
     def for_server(cls, config: Any, store: JobStore, hub: Any, policy: Any, value: Any) -> "Scheduler":
         """The scheduler a ``jupiter serve`` with ``config`` (a ``ServeConfig``) runs, in its own process or in
-        the driver process: one fork sandbox per tree, with the server's cell timeout and niceness."""
+        the driver process: a fork sandbox per tree in flight, with the server's cell timeout and niceness."""
         from sandbox import SandboxConfig
         from search.loaders import sandbox_factory
 

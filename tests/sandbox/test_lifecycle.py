@@ -65,6 +65,29 @@ def test_sandbox_cycles_leave_nothing_behind():
     assert not any(Path(r).exists() for r in roots)
 
 
+def test_reset_ends_the_trees_states_and_files_and_keeps_the_zygote(tmp_path):
+    """A reset sandbox serves the next tree from the same zygote; nothing of the last tree is left to see."""
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    first.write_text("a\n1\n")
+    second.write_text("b\n2\n")
+    with Sandbox(LIGHT) as box:
+        zygote = box._zygote_pid()
+        root = box.open_root([first])
+        child = root.branch()
+        child.run("x = 41\nopen('made.txt', 'w').write('old tree')")
+        runtimes = {s._runtime.pid for s in (root, child)}
+        assert box.reset() is True
+        assert root.closed and child.closed
+        assert _wait_gone(runtimes) == set()
+        assert os.listdir(box.layout.inputs) == [] and os.listdir(box.layout.states) == []
+        assert box.stats().live_states == 0 and box.stats().disk_bytes == 0
+        fresh = box.open_root([second]).branch()
+        seen = fresh.run("import os\nprint(sorted(os.listdir('.')), 'x' in dir())")
+        assert seen.ok and seen.stdout.strip() == "['second.csv'] False"
+        assert box._zygote_pid() == zygote and box.stats().zygote_restarts == 0
+    assert box.reset() is False  # closed: the caller makes a new one
+
+
 def test_close_kills_every_runtime_and_reaps_them():
     box = Sandbox(LIGHT)
     root = box.open_root()

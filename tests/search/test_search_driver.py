@@ -121,6 +121,63 @@ def test_sandbox_failure_is_an_error_on_that_tree_only():
     assert all(s.closed for s in made)  # the driver closes what the factory made
 
 
+class ReusableFake(FakeSandbox):
+    """A fake that can be reset: ``resets`` counts them, ``reset_ok`` says what ``reset`` answers."""
+
+    def __init__(self, reset_ok: bool = True) -> None:
+        super().__init__()
+        self.resets = 0
+        self.reset_ok = reset_ok
+        self.roots = 0
+
+    def open_root(self, input_files=()):
+        assert not self.closed, "a closed sandbox was handed to a tree"
+        self.roots += 1
+        return super().open_root(input_files)
+
+    def reset(self) -> bool:
+        self.resets += 1
+        return self.reset_ok
+
+
+def _solve_on(factory, n_tasks: int, in_flight: int):
+    tasks = [TASK.replace(id=f"t{i}") for i in range(n_tasks)]
+    config = SearchConfig(mode=Mode.COLLECT, iterations=3, max_trees_in_flight=in_flight)
+    return list(solve_many(tasks, FakePolicy(script()), factory, config))
+
+
+def test_a_finished_trees_sandbox_is_reset_for_the_next_tree_and_closed_at_the_end():
+    made: list[ReusableFake] = []
+    results = _solve_on(lambda: made.append(ReusableFake()) or made[-1], n_tasks=5, in_flight=2)
+    assert sorted(r.task_id for r in results) == [f"t{i}" for i in range(5)]
+    assert all(r.error is None and r.correct for r in results)
+    assert len(made) == 2  # no more sandboxes than trees in flight
+    assert sum(b.roots for b in made) == 5 and sum(b.resets for b in made) == 5
+    assert all(b.closed for b in made)
+
+
+def test_a_sandbox_that_cannot_be_reset_is_closed_and_replaced():
+    made: list[ReusableFake] = []
+    results = _solve_on(lambda: made.append(ReusableFake(reset_ok=False)) or made[-1], n_tasks=3, in_flight=1)
+    assert len(results) == 3 and len(made) == 3 and all(b.closed and b.roots == 1 for b in made)
+
+
+def test_idle_sandboxes_are_closed_when_the_queue_runs_dry():
+    """A tree that finishes after the last task was admitted does not keep its sandbox (and zygote) open for the
+    rest of the run."""
+    made: list[ReusableFake] = []
+    quick = TASK.replace(id="quick", question="Quick: what is 3?")
+    slow = TASK.replace(id="slow")
+    policy = FakePolicy([("Quick", [answer("@x[3]")]), ("Task:", [GOOD]), ("Observation:", [GOOD])])
+    config = SearchConfig(mode=Mode.COLLECT, iterations=4, expansions=1, max_trees_in_flight=2)
+    closed_when: dict[str, list[bool]] = {}
+    for result in solve_many([quick, slow], policy, lambda: made.append(ReusableFake()) or made[-1], config):
+        closed_when[result.task_id] = [b.closed for b in made]
+    assert list(closed_when) == ["quick", "slow"]
+    assert sorted(closed_when["slow"]) == [False, True]  # the quick tree's sandbox went when the queue ran dry
+    assert len(made) == 2 and all(b.closed for b in made)
+
+
 def test_collect_without_label_is_an_error():
     result = run_search(TASK.replace(label=None), FakePolicy(script()), FakeSandbox(),
                         SearchConfig(mode=Mode.COLLECT))

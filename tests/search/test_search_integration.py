@@ -111,3 +111,23 @@ def test_bundled_example_matches_dabench(dabench_dir):
     labels = [json.loads(line) for line in (dabench_dir / "da-dev-labels.jsonl").read_text().splitlines()]
     assert task.label == "@" + labels[0]["common_answers"][0][0] + "[" + labels[0]["common_answers"][0][1] + "]"
     assert task.files[0].read_bytes() == (dabench_dir / "tables" / "test_ave.csv").read_bytes()
+
+
+def test_trees_one_after_another_reuse_one_warm_sandbox(dabench_tasks):
+    """The driver resets a finished tree's sandbox for the next tree: one zygote for two trees, each tree on a
+    clean root, and the sandbox closed at the end."""
+    from sandbox import Sandbox, SandboxClosedError, SandboxConfig
+
+    made: list[Sandbox] = []
+
+    def factory() -> Sandbox:
+        made.append(Sandbox(SandboxConfig(timeout_s=60)))
+        return made[-1]
+
+    config = SearchConfig(mode=Mode.COLLECT, iterations=20, expansions=3, max_trees_in_flight=1)
+    results = list(solve_many([dabench_tasks[q] for q in (0, 5)], policy_for(0, 5), factory, config, seed=0))
+    assert [r.answer for r in results] == [SOLUTIONS[q]["answer"] for q in (0, 5)]
+    assert len(made) == 1 and made[0].stats().zygote_restarts == 0
+    with pytest.raises(SandboxClosedError):
+        made[0].open_root()
+
