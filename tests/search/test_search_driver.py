@@ -6,8 +6,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from jupiter.task import Task
 from search import Mode, SearchConfig, run_search, solve_many
 from search.baselines import react_config, vote_config
