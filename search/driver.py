@@ -522,10 +522,10 @@ def solve_many(
     ``sandbox_factory()`` is called when a tree opens (on a pool thread) and, with ``close_sandboxes``, the
     sandbox is the driver's: when its tree finishes it is reset (``ReusableSandbox``) and serves the next tree,
     or closed; every one is closed when the queue runs dry or the iteration ends. Without ``close_sandboxes``
-    each finished tree's states are released and the caller keeps the sandbox. Per step: one policy call for all pending expansions of all
-    active trees, cells on at most ``config.max_concurrent_cells`` threads, one value call. Results come in
-    finishing order. Randomness: each tree's tie-breaking RNG and the per-call sampling seeds derive from
-    ``seed`` (no global random state). Stopping the iterator early closes the open sandboxes. An exception
+    each finished tree's states are released and the caller keeps the sandbox. Per step: one policy call for
+    all pending expansions of all active trees, cells on at most ``config.max_concurrent_cells`` threads, one
+    value call. Results come in finishing order. Randomness: each tree's tie-breaking RNG and the per-call
+    sampling seeds derive from ``seed`` (no global random state). Stopping the iterator early closes the open sandboxes. An exception
     from the policy (as a ``PolicyError``, the backend's own exception chained) or the value model
     propagates (the trees in flight are lost; their sandboxes are closed);
     a sandbox that fails to open ends only its own tree, with ``SearchResult.error`` set.
