@@ -46,8 +46,11 @@ def test_ctrl_c_then_rerun(tmp_path):
     cmd = [sys.executable, str(REPO / "search" / "collect.py"), "--tasks", str(tasks), "--out", str(out),
            "--llm", f"replay:{replay}", "--iterations", "8", "--workers", "1", "--trees-per-worker", "1",
            "--no-progress", "--ray-temp-dir", str(temp)]
+    # As from a terminal: a shell that starts a job in the background (`pytest ... &`) sets SIGINT to "ignored",
+    # the driver would inherit that and Python would then never raise KeyboardInterrupt.
     driver = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
+                              start_new_session=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 180
         while not Manifest(out).read():
