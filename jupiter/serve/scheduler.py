@@ -130,7 +130,8 @@ class Scheduler:
     """Runs jobs; thread-safe ``submit`` / ``cancel`` / ``shutdown`` from the web thread.
 
     ``policy`` is the loaded policy (None in Ray mode, where workers hold it); ``sandbox_factory`` builds a
-    sandbox per tree in flight (the driver resets it for the next tree); ``ray_address`` switches the lanes to ``search.ray_driver.solve_tasks_ray``.
+    sandbox per tree in flight (the driver resets it for the next tree); ``ray_address`` switches the lanes to
+    ``search.ray_driver.solve_tasks_ray``.
     """
 
     def __init__(self, store: JobStore, hub: EventHub, policy: Any, sandbox_factory: Callable[[], Any], *,
