@@ -525,10 +525,10 @@ def solve_many(
     each finished tree's states are released and the caller keeps the sandbox. Per step: one policy call for
     all pending expansions of all active trees, cells on at most ``config.max_concurrent_cells`` threads, one
     value call. Results come in finishing order. Randomness: each tree's tie-breaking RNG and the per-call
-    sampling seeds derive from ``seed`` (no global random state). Stopping the iterator early closes the open sandboxes. An exception
-    from the policy (as a ``PolicyError``, the backend's own exception chained) or the value model
-    propagates (the trees in flight are lost; their sandboxes are closed);
-    a sandbox that fails to open ends only its own tree, with ``SearchResult.error`` set.
+    sampling seeds derive from ``seed`` (no global random state). Stopping the iterator early closes the open
+    sandboxes. An exception from the policy (as a ``PolicyError``, the backend's own exception chained) or the
+    value model propagates (the trees in flight are lost; their sandboxes are closed); a sandbox that fails to
+    open ends only its own tree, with ``SearchResult.error`` set.
 
     ``on_update(TreeUpdate)`` is called on this thread once per tree per step with the nodes that step added
     (and once with the root when a tree opens). ``stop(task_id)`` is asked for every tree before every step and

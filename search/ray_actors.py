@@ -195,8 +195,9 @@ class TreeWorker:
     """Drives many trees with the batched engine; pulls tasks from the queue; streams ``TreeOutcome``s.
 
     The policy is either loaded here from a spec (HTTP client, replay script: cheap and stateless) or a
-    ``RemotePolicy`` over the shared ``PolicyServer``. Sandboxes are created in this process (one per tree in flight, reset for the next tree), so their
-    runtimes die with it (the sandbox package ties them to the process that started them).
+    ``RemotePolicy`` over the shared ``PolicyServer``. Sandboxes are created in this process (one per tree in
+    flight, reset for the next tree), so their runtimes die with it (the sandbox package ties them to the process
+    that started them).
     """
 
     def __init__(self, name: str, config: SearchConfig, sandbox_config: Any = None, policy_spec: str | None = None,
