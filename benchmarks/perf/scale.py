@@ -26,8 +26,8 @@ Two parts, one JSON object:
   (``search.solve_many``, a default ``SandboxConfig`` sandbox per tree in flight, reset for the next tree: the
   process-wide memory budget decides what stays live). Printed: wall, nodes, nodes/s, peak PSS of this process and
   its sandboxes (sampled every ``--sample-s``), peak processes, tree file bytes per node (``search.save_tree``), the
-  budget's evictions, the trees in flight at most (``peak_trees_in_flight``; the setting's cap is ``max_trees_in_flight``), and the CPU
-  seconds of this process and of its sandboxes (``cpu_ms_per_node``: unlike wall time, it does not depend on what
+  budget's evictions, the trees in flight at most (``peak_trees_in_flight``; the setting's cap is
+  ``max_trees_in_flight``), and the CPU seconds of this process and of its sandboxes (``cpu_ms_per_node``: unlike wall time, it does not depend on what
   else the machine runs). ``--in-flight`` sets ``max_trees_in_flight``; ``--fixed-trees`` turns
   ``fit_trees_to_memory`` off (that many trees whatever the budget holds).
 
