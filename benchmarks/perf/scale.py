@@ -28,8 +28,8 @@ Two parts, one JSON object:
   its sandboxes (sampled every ``--sample-s``), peak processes, tree file bytes per node (``search.save_tree``), the
   budget's evictions, the trees in flight at most (``peak_trees_in_flight``; the setting's cap is
   ``max_trees_in_flight``), and the CPU seconds of this process and of its sandboxes (``cpu_ms_per_node``: unlike
-  wall time, it does not depend on what else the machine runs). ``--in-flight`` sets ``max_trees_in_flight``; ``--fixed-trees`` turns
-  ``fit_trees_to_memory`` off (that many trees whatever the budget holds).
+  wall time, it does not depend on what else the machine runs). ``--in-flight`` sets ``max_trees_in_flight``;
+  ``--fixed-trees`` turns ``fit_trees_to_memory`` off (that many trees whatever the budget holds).
 
 Usage: ``python benchmarks/perf/scale.py --json`` (a few minutes); ``--full`` for the issue's sizes;
 ``--full --trees 0 --budget-ab --interleave`` for the live-states targets alone.
