@@ -120,6 +120,10 @@ class SearchConfig(BaseModel):
         max_depth: a live node deeper than this is terminal (reference code: ``depth > 10``), so a path has at
             most ``max_depth + 1`` steps.
         max_consecutive_errors: more erroring cells than this in a row end the branch.
+        repeat_retries: a reply whose cell is its parent's failed cell again, verbatim, would only fail again
+            (``search.expand.repeats_failed_cell``): it is sampled again, up to this many times, at
+            ``REPEAT_TEMPERATURE`` (or the search's own temperature if higher); the last sample stands.
+            ``stats.repeats_resampled`` counts the replies replaced. 0: off.
         context_limit: prompt budget in tokens; a node whose history plus ``max_tokens`` exceeds it is terminal.
         chars_per_token: token estimate when the policy has no tokenizer count.
         cell_timeout: wall-clock limit of one cell; the sandbox the search runs in is built with it.
@@ -157,6 +161,7 @@ class SearchConfig(BaseModel):
     max_tokens: PositiveCount
     max_depth: PositiveCount
     max_consecutive_errors: Count
+    repeat_retries: Count
     chars_per_token: Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
     cell_timeout: Seconds
     partial_credit: Flag

@@ -29,8 +29,8 @@ from jupiter.task import Task
 
 from search.config import BackupRule, Mode, SearchConfig
 from search.evaluate import fixed_value, needs_value_model
-from search.expand import (apply_execution, apply_malformed, check_limits, classify_reply, draft_children,
-                           make_sampling_params)
+from search.expand import (REPEAT_TEMPERATURE, apply_execution, apply_malformed, check_limits, classify_reply,
+                           draft_children, make_sampling_params, repeats_failed_cell)
 from search.protocols import PolicyLike, ReusableSandbox, SandboxLike, Value
 from search.puct import backup, select
 from search.result import SearchResult, SearchStats, result_from_tree
@@ -292,11 +292,12 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
             if failure is exc:
                 raise
             raise failure from exc
-        seconds = time.perf_counter() - started
         if len(outputs) != len(group):
             raise RuntimeError(f"policy returned {len(outputs)} completion lists for {len(group)} histories")
         for run in {id(r.run): r.run for r in group}.values():
             run.stats.model_calls += 1
+        outputs = _resample_repeats(group, histories, [list(c) for c in outputs], policy, config, call_rng)
+        seconds = time.perf_counter() - started
         dedupe = config.drop_duplicates and config.mode.is_tree
         for request, completions in zip(group, outputs):
             stats = request.run.stats
@@ -327,6 +328,36 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
                         apply_malformed(child, request.node, config)
                 children.append((request, child))
     return children, len(groups)
+
+
+def _resample_repeats(group: list[_Request], histories: list[list[Message]], outputs: list[list[Any]],
+                      policy: PolicyLike, config: SearchConfig, call_rng: random.Random) -> list[list[Any]]:
+    """``outputs`` with every reply that repeats its parent's failed cell sampled again (one batched call per
+    round, ``config.repeat_retries`` rounds at most, while any is left), at ``REPEAT_TEMPERATURE``; the last
+    sample stands. A replaced reply's tokens stay counted: they were generated."""
+    temperature = max(config.temperature, REPEAT_TEMPERATURE)
+    for _ in range(config.repeat_retries):
+        spots = [(i, j) for i, request in enumerate(group) for j, completion in enumerate(outputs[i])
+                 if repeats_failed_cell(request.node, completion.text)]
+        if not spots:
+            break
+        params = make_sampling_params(config, n=1, seed=call_rng.randrange(2**31), temperature=temperature)
+        try:
+            again = policy.generate([histories[i] for i, _ in spots], params)
+        except Exception as exc:  # as in _expand: the caller sees the policy's failure
+            failure = policy_failure(policy, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+        for run in {id(group[i].run): group[i].run for i, _ in spots}.values():
+            run.stats.model_calls += 1
+        for (i, j), completions in zip(spots, again):
+            stats = group[i].run.stats
+            stats.repeats_resampled += 1
+            stats.requests += 1
+            stats.completion_tokens += int(outputs[i][j].num_tokens or 0)
+            outputs[i][j] = completions[0]
+    return outputs
 
 
 def policy_failure(policy: PolicyLike, exc: Exception) -> Exception:

@@ -28,7 +28,14 @@ __all__ = [
     "check_limits",
     "apply_malformed",
     "estimate_tokens",
+    "REPEAT_TEMPERATURE",
+    "repeats_failed_cell",
 ]
+
+#: the temperature a repeat of a failed cell is sampled again at (``SearchConfig.repeat_retries``), unless the
+#: search's own is higher: the paper's collection temperature. A small policy that has just seen its cell fail
+#: writes the same cell again in about a third of its code replies at 0.2-0.7 (docs/search.md).
+REPEAT_TEMPERATURE = 1.0
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,19 @@ def make_sampling_params(config: SearchConfig, n: int, seed: int | None, tempera
             raise
         return LocalSamplingParams(**values)
     return SamplingParams(**values)
+
+
+def repeats_failed_cell(node: Node, reply: str) -> bool:
+    """True when ``reply``'s cell is ``node``'s own cell again (the same non-blank lines) and that cell raised:
+    the child would branch the state the error left and run the same code, which fails the same way."""
+    if node.code is None or node.exec_status != "error":
+        return False
+    code = parse_reply(reply).code
+    return code is not None and _code_lines(code) == _code_lines(node.code)
+
+
+def _code_lines(code: str) -> list[str]:
+    return [line.rstrip() for line in code.splitlines() if line.strip()]
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ class SearchStats:
     kernel_seconds: float = 0.0
     wall_seconds: float = 0.0
     duplicates_dropped: int = 0
+    repeats_resampled: int = 0  # replies that repeated their parent's failed cell, replaced by a new sample
     invalid_values: int = 0  # value-model estimates that were NaN or infinite (treated as "no estimate")
     infrastructure_failures: int = 0
     model_failures: int = 0

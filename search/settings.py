@@ -18,8 +18,8 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from search.config import (ConfigError, Decision, Mode, PositiveCount, Probability, SearchConfig, Seconds, Weight,
-                           describe_errors)
+from search.config import (ConfigError, Count, Decision, Mode, PositiveCount, Probability, SearchConfig, Seconds,
+                           Weight, describe_errors)
 from search.profiles import DEFAULT_PROFILE, PROFILES, describe_profile, resolve_profile
 
 __all__ = ["JobSettings", "LocalSettings", "SettingsError", "parse_job_settings", "settings_from_args",
@@ -49,6 +49,8 @@ class JobSettings(BaseModel):
     temperature: Weight | None = Field(None, description="sampling temperature")
     top_p: Probability | None = Field(None, description="nucleus sampling top_p")
     max_tokens: PositiveCount | None = Field(None, description="most tokens per reply")
+    repeat_retries: Count | None = Field(None, description="samples again, up to this many times, a reply that "
+                                                          "repeats its parent's failed cell verbatim (0: off)")
     vote_runs: PositiveCount | None = Field(None, description="vote mode: independent paths; raise it to match a "
                                                               "tree's token budget")
     seed: typing.Annotated[int, Field(strict=True)] | None = Field(

@@ -328,3 +328,45 @@ def test_max_trees_in_flight_stays_the_upper_bound_when_more_would_fit():
 def test_trees_in_flight_ignore_memory_when_told_to():
     most, budget = _trees_per_call(1, max_trees_in_flight=4, fit_trees_to_memory=False)
     assert most == 4 and budget.asked == []
+
+
+class _RepeatsAtLowTemperature(FakePolicy):
+    """After its cell fails, writes the same cell again unless sampled at temperature 1.0 or more."""
+
+    def __init__(self, fixed_at_high: bool = True) -> None:
+        super().__init__([("Task:", [BAD]), ("Observation:\n3", [answer("@x[3]")])])
+        self.fixed_at_high = fixed_at_high
+        self.temperatures: list[float] = []
+
+    def replies_for(self, history):
+        last = [m for m in history if m["role"] == "user"][-1]["content"]
+        if "ZeroDivisionError" in last:
+            return [GOOD if self.fixed_at_high and self.params.temperature >= 1.0 else BAD]
+        return super().replies_for(history)
+
+    def generate(self, histories, params):
+        self.params = params
+        self.temperatures.append(params.temperature)
+        return super().generate(histories, params)
+
+
+def test_a_repeat_of_a_failed_cell_is_sampled_again_when_asked():
+    off = run_search(TASK, _RepeatsAtLowTemperature(), FakeSandbox(), react_config(max_consecutive_errors=2))
+    assert off.answer is None and off.stats.repeats_resampled == 0
+
+    policy = _RepeatsAtLowTemperature()
+    result = run_search(TASK, policy, FakeSandbox(), react_config(max_consecutive_errors=2, repeat_retries=2))
+    assert result.answer == "@x[3]"
+    assert [n.code for n in result.tree.nodes[1:3]] == ["y = 1 / 0", "x = 1 + 2\nprint(x)"]
+    assert result.stats.repeats_resampled == 1
+    assert policy.temperatures == [0.2, 0.2, 1.0, 0.2]  # the retry alone at the higher temperature
+    assert result.stats.model_calls == 4 and result.stats.requests == 4
+
+
+def test_a_cell_that_keeps_repeating_is_resampled_at_most_repeat_retries_times_per_step():
+    policy = _RepeatsAtLowTemperature(fixed_at_high=False)
+    result = run_search(TASK, policy, FakeSandbox(), react_config(max_consecutive_errors=2, repeat_retries=3))
+    assert result.answer is None
+    codes = [n.code for n in result.tree.nodes[1:]]
+    assert codes == ["y = 1 / 0"] * 3  # the last sample stands: the branch ends on its errors as before
+    assert result.stats.repeats_resampled == 2 * 3

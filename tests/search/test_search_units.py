@@ -11,7 +11,8 @@ from search import ConfigError, Mode, SearchConfig
 from search.baselines import config_for_mode, react_config, vote_config
 from search.decide import decide
 from search.evaluate import fixed_value, needs_value_model
-from search.expand import apply_execution, check_limits, classify_reply, draft_children, estimate_tokens
+from search.expand import (apply_execution, check_limits, classify_reply, draft_children, estimate_tokens,
+                           repeats_failed_cell)
 from search.tree import Node, NodeStatus, TerminalReason, Tree
 
 from search_fakes import FakeCompletion, FakeExecution, FakeStatus, answer, code
@@ -152,3 +153,12 @@ def test_vote_ties_go_to_higher_mean_value_then_earliest():
     assert decide(_answers(("@m[1]", 0.5), ("@m[2]", 0.5))).by_value.answer == "@m[1]"
     empty = decide([])
     assert empty.vote is None and empty.by_value is None and empty.vote_table == ()
+
+
+def test_a_repeat_of_a_failed_cell_is_the_same_lines_after_an_error():
+    failed = Node(tag="0.1", depth=1, code="x = df['a']\n\nprint(x)  ", exec_status="error")
+    assert repeats_failed_cell(failed, code("again", "x = df['a']\nprint(x)"))
+    assert not repeats_failed_cell(failed, code("fixed", "x = df['A']\nprint(x)"))
+    assert not repeats_failed_cell(failed, answer("@x[1]"))
+    ran = Node(tag="0.2", depth=1, code="x = df['a']\nprint(x)", exec_status="ok")
+    assert not repeats_failed_cell(ran, code("again", "x = df['a']\nprint(x)"))
