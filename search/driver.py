@@ -285,13 +285,7 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
         histories: list[list[Message]] = [r.run.tree.messages(r.node) for r in group]
         params = make_sampling_params(config, n=n, seed=call_rng.randrange(2**31))
         started = time.perf_counter()
-        try:
-            outputs = policy.generate(histories, params)
-        except Exception as exc:  # any backend's crash reaches the caller as the policy's failure
-            failure = policy_failure(policy, exc)
-            if failure is exc:
-                raise
-            raise failure from exc
+        outputs = _generate(policy, histories, params)
         if len(outputs) != len(group):
             raise RuntimeError(f"policy returned {len(outputs)} completion lists for {len(group)} histories")
         for run in {id(r.run): r.run for r in group}.values():
@@ -342,13 +336,7 @@ def _resample_repeats(group: list[_Request], histories: list[list[Message]], out
         if not spots:
             break
         params = make_sampling_params(config, n=1, seed=call_rng.randrange(2**31), temperature=temperature)
-        try:
-            again = policy.generate([histories[i] for i, _ in spots], params)
-        except Exception as exc:  # as in _expand: the caller sees the policy's failure
-            failure = policy_failure(policy, exc)
-            if failure is exc:
-                raise
-            raise failure from exc
+        again = _generate(policy, [histories[i] for i, _ in spots], params)
         for run in {id(group[i].run): group[i].run for i, _ in spots}.values():
             run.stats.model_calls += 1
         for (i, j), completions in zip(spots, again):
@@ -358,6 +346,17 @@ def _resample_repeats(group: list[_Request], histories: list[list[Message]], out
             stats.completion_tokens += int(outputs[i][j].num_tokens or 0)
             outputs[i][j] = completions[0]
     return outputs
+
+
+def _generate(policy: PolicyLike, histories: list[list[Message]], params: Any) -> list[list[Any]]:
+    """``policy.generate``; any backend's crash reaches the caller as the policy's failure (``policy_failure``)."""
+    try:
+        return policy.generate(histories, params)
+    except Exception as exc:
+        failure = policy_failure(policy, exc)
+        if failure is exc:
+            raise
+        raise failure from exc
 
 
 def policy_failure(policy: PolicyLike, exc: Exception) -> Exception:

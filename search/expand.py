@@ -74,7 +74,7 @@ def make_sampling_params(config: SearchConfig, n: int, seed: int | None, tempera
 def repeats_failed_cell(node: Node, reply: str) -> bool:
     """True when ``reply``'s cell is ``node``'s own cell again (the same non-blank lines) and that cell raised:
     the child would branch the state the error left and run the same code, which fails the same way."""
-    if node.code is None or node.exec_status != "error":
+    if node.code is None or node.status is not NodeStatus.CODE_ERROR:
         return False
     code = parse_reply(reply).code
     return code is not None and _code_lines(code) == _code_lines(node.code)

@@ -156,9 +156,10 @@ def test_vote_ties_go_to_higher_mean_value_then_earliest():
 
 
 def test_a_repeat_of_a_failed_cell_is_the_same_lines_after_an_error():
-    failed = Node(tag="0.1", depth=1, code="x = df['a']\n\nprint(x)  ", exec_status="error")
+    failed = Node(tag="0.1", depth=1, code="x = df['a']\n\nprint(x)  ",
+                  status=NodeStatus.CODE_ERROR)
     assert repeats_failed_cell(failed, code("again", "x = df['a']\nprint(x)"))
     assert not repeats_failed_cell(failed, code("fixed", "x = df['A']\nprint(x)"))
     assert not repeats_failed_cell(failed, answer("@x[1]"))
-    ran = Node(tag="0.2", depth=1, code="x = df['a']\nprint(x)", exec_status="ok")
+    ran = Node(tag="0.2", depth=1, code="x = df['a']\nprint(x)", status=NodeStatus.CODE_OK)
     assert not repeats_failed_cell(ran, code("again", "x = df['a']\nprint(x)"))
