@@ -328,7 +328,8 @@ def _resample_repeats(group: list[_Request], histories: list[list[Message]], out
                       policy: PolicyLike, config: SearchConfig, call_rng: random.Random) -> list[list[Any]]:
     """``outputs`` with every reply that repeats its parent's failed cell sampled again (one batched call per
     round, ``config.repeat_retries`` rounds at most, while any is left), at ``REPEAT_TEMPERATURE``; the last
-    sample stands. A replaced reply's tokens stay counted: they were generated."""
+    sample stands. A replaced reply's tokens stay counted: they were generated; each resampled history's prompt
+    counts once per round, as in ``_expand``."""
     temperature = max(config.temperature, REPEAT_TEMPERATURE)
     for _ in range(config.repeat_retries):
         spots = [(i, j) for i, request in enumerate(group) for j, completion in enumerate(outputs[i])
@@ -339,12 +340,17 @@ def _resample_repeats(group: list[_Request], histories: list[list[Message]], out
         again = _generate(policy, [histories[i] for i, _ in spots], params)
         for run in {id(group[i].run): group[i].run for i, _ in spots}.values():
             run.stats.model_calls += 1
+        prompted: set[int] = set()
         for (i, j), completions in zip(spots, again):
             stats = group[i].run.stats
             stats.repeats_resampled += 1
             stats.requests += 1
             stats.completion_tokens += int(outputs[i][j].num_tokens or 0)
             outputs[i][j] = completions[0]
+            prompt_tokens = getattr(completions[0], "prompt_tokens", None)
+            if prompt_tokens is not None and i not in prompted:
+                prompted.add(i)
+                stats.prompt_tokens = (stats.prompt_tokens or 0) + int(prompt_tokens)
     return outputs
 
 

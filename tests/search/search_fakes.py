@@ -83,6 +83,7 @@ class FakeCompletion:
     finish_reason: str = "stop"
     mean_logprob: float | None = None
     num_tokens: int = 5
+    prompt_tokens: int | None = None
 
 
 class FakePolicy:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -347,7 +348,8 @@ class _RepeatsAtLowTemperature(FakePolicy):
     def generate(self, histories, params):
         self.params = params
         self.temperatures.append(params.temperature)
-        return super().generate(histories, params)
+        out = super().generate(histories, params)  # a prompt of 10 tokens a message
+        return [[dataclasses.replace(c, prompt_tokens=10 * len(h)) for c in cs] for h, cs in zip(histories, out)]
 
 
 def test_a_repeat_of_a_failed_cell_is_sampled_again_when_asked():
@@ -361,6 +363,7 @@ def test_a_repeat_of_a_failed_cell_is_sampled_again_when_asked():
     assert result.stats.repeats_resampled == 1
     assert policy.temperatures == [0.2, 0.2, 1.0, 0.2]  # the retry alone at the higher temperature
     assert result.stats.model_calls == 4 and result.stats.requests == 4
+    assert result.stats.prompt_tokens == 20 + 40 + 40 + 60  # the retry's prompt counts too
 
 
 def test_a_cell_that_keeps_repeating_is_resampled_at_most_repeat_retries_times_per_step():
