@@ -1,6 +1,7 @@
 """``jupiter nbqa <stage>``: the NbQA pipeline, one sub-command per stage.
 
-crawl → filter → extract → verify → export, plus stats. Every stage reads and writes JSONL files and
+crawl → filter → extract → verify → export, plus stats; synth and to-dabench (synthesized tasks), and
+right-paths (self-training rows from labelled trees). Every stage reads and writes JSONL files and
 folders, skips ids it has already finished (so a killed run resumes), shows a progress bar and prints the
 counts per outcome at the end as one JSON object on stdout. Handlers return the exit code: 0 done, 1 the
 stage ran but something failed on every input, 2 bad arguments or input.
@@ -17,7 +18,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from jupiter.output_paths import check_output_folder
+from jupiter.output_paths import check_output_file, check_output_folder
 from nbqa_pipeline.crawl import CrawlConfig, crawl
 from nbqa_pipeline.dabench_layout import write_dabench_layout
 from nbqa_pipeline.diversity import DiversityConfig
@@ -26,10 +27,11 @@ from nbqa_pipeline.extract import ExtractConfig, run_extract
 from nbqa_pipeline.filter_stage import run_filter
 from nbqa_pipeline.filters import FilterConfig
 from nbqa_pipeline.github import GitHubClient
-from nbqa_pipeline.jsonl import read_jsonl
+from nbqa_pipeline.jsonl import read_jsonl, write_jsonl
 from nbqa_pipeline.llm_client import ChatClient, LLMConfig
 from nbqa_pipeline.stats import collect_stats, write_report
 from nbqa_pipeline.verify import VerifyConfig, run_verify
+from search.right_paths import RightPathsConfig, collect_right_paths
 
 __all__ = ["add_parser"]
 
@@ -336,7 +338,38 @@ def _run_to_dabench(args: argparse.Namespace) -> int:
     return 0
 
 
-STAGES = (_add_crawl, _add_filter, _add_extract, _add_verify, _add_export, _add_synth, _add_to_dabench, _add_stats)
+# ----------------------------------------------------------------------------------------------- right-paths
+
+
+def _add_right_paths(inner: argparse._SubParsersAction) -> None:
+    p = inner.add_parser("right-paths", help="SFT rows (ShareGPT) from the right-answer paths of labelled trees "
+                                             "(`jupiter bench ... --mode collect` trees): self-training data")
+    p.add_argument("trees", nargs="+", type=Path, help="tree files (a run folder's trees/*.json)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="SFT JSONL to write (for `jupiter sft`)")
+    p.add_argument("--max-per-tree", type=int, default=RightPathsConfig.max_per_tree,
+                   help="distinct right paths kept per tree (default %(default)s)")
+    p.set_defaults(handler=_run_right_paths)
+
+
+def _run_right_paths(args: argparse.Namespace) -> int:
+    missing = [str(p) for p in args.trees if not p.is_file()]
+    if missing:
+        return _fail(f"no such tree file: {', '.join(missing[:3])}" + (" ..." if len(missing) > 3 else ""))
+    if args.max_per_tree < 1:
+        return _fail(f"--max-per-tree must be >= 1, got {args.max_per_tree}")
+    check_output_file(args.output)
+    rows, report = collect_right_paths(args.trees, RightPathsConfig(max_per_tree=args.max_per_tree))
+    for path, why in report.skipped_files.items():
+        log.warning("skipped %s: %s", path, why)
+    _emit(report)
+    if not rows:
+        return _fail("no tree holds a right answer (were they collected with labels, --mode collect?)")
+    write_jsonl(args.output, rows)
+    return 0
+
+
+STAGES = (_add_crawl, _add_filter, _add_extract, _add_verify, _add_export, _add_synth, _add_to_dabench, _add_stats,
+          _add_right_paths)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -345,6 +378,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     inner = parser.add_subparsers(dest="nbqa_stage", metavar="STAGE")
     for add in STAGES:
         add(inner)
-    for stage in inner.choices.values():  # every stage skips the ids it has finished (see the docstring)
-        stage.set_defaults(interrupted_note="finished items are saved in --out; rerun the same command to resume")
+    for name, stage in inner.choices.items():  # every stage skips the ids it has finished (see the docstring)
+        if name != "right-paths":  # one quick pass over files: nothing to resume
+            stage.set_defaults(interrupted_note="finished items are saved in --out; rerun the same command to resume")
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)
