@@ -1,10 +1,13 @@
 """Policy throughput on the embedded tiny model: generated tokens per second, per local backend.
 
-Usage: ``python benchmarks/perf/policy_throughput.py --json [--backends hf,vllm] [--prompts 4 --n 3 --max-tokens 64]``
+Usage: ``python benchmarks/perf/policy_throughput.py --json [--backends hf,vllm] [--dtypes float32,bfloat16]
+[--prompts 4 --n 3 --max-tokens 64]``
 
 Prints one JSON object: for each backend the load time, the time of one timed ``generate`` call (after a
 small warm-up call), the completion tokens it produced and tokens/s, plus the prefix-cache hit rate where the
 backend reports it. A backend whose package is not installed is reported as skipped, not as a failure.
+``--dtypes`` measures each backend in each dtype (``backend#dtype`` keys); without it, the backends' default,
+which is what this CPU computes natively (``cpu_dtype`` in the JSON; ``jupiter.llm.machine_dtype``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import time
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep the engine's log short (it goes to stderr)
 
 from jupiter.llm import SamplingParams, load_policy  # noqa: E402
+from jupiter.llm.machine_dtype import cpu_dtype  # noqa: E402
 from jupiter.prompts import SYSTEM_PROMPT  # noqa: E402
 
 QUESTIONS = (
@@ -43,10 +47,12 @@ def histories(count: int) -> list[list[dict]]:
     ]
 
 
-def measure(backend: str, prompts: int, n: int, max_tokens: int) -> dict:
+def measure(backend: str, prompts: int, n: int, max_tokens: int, dtype: str | None = None) -> dict:
     package, spec = BACKENDS[backend]
     if importlib.util.find_spec(package) is None:
         return {"skipped": f"{package} is not installed"}
+    if dtype:
+        spec = f"{spec}#dtype={dtype}"
     start = time.perf_counter()
     policy = load_policy(spec)
     load_s = time.perf_counter() - start
@@ -81,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object (the only output mode)")
     parser.add_argument("--backends", default="hf,vllm", help="comma-separated: hf, vllm")
+    parser.add_argument("--dtypes", default="", help="comma-separated: float32, bfloat16 (default: the machine's)")
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--n", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
@@ -99,11 +106,15 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "python": platform.python_version(),
+        "cpu_dtype": cpu_dtype(),
         "backends": {},
     }
     with contextlib.redirect_stdout(sys.stderr):  # libraries that print must not break the one JSON line
+        dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()] or [None]
         for name in names:
-            result["backends"][name] = measure(name, args.prompts, args.n, args.max_tokens)
+            for dtype in dtypes:
+                key = f"{name}#{dtype}" if dtype else name
+                result["backends"][key] = measure(name, args.prompts, args.n, args.max_tokens, dtype)
     result["load_average_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     print(json.dumps(result))
     return 0

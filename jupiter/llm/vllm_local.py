@@ -56,6 +56,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 import vllm  # noqa: E402  (after the environment defaults above)
 
 from jupiter.llm.base import BasePolicy, RequestUsage, child_seeds, prompt_usage  # noqa: E402
+from jupiter.llm.machine_dtype import cpu_dtype  # noqa: E402
 from jupiter.llm.rendering import end_of_turn_ids, render_for_tokenizer, template_by_name  # noqa: E402
 from jupiter.llm.types import Completion, PolicyError, PolicySpecError, SamplingParams  # noqa: E402
 from jupiter.prompts import Message  # noqa: E402
@@ -95,7 +96,8 @@ class VllmConfig:
 
     Attributes:
         model_dir: a Hugging Face model folder; None means the embedded default model.
-        dtype: weights dtype passed to vLLM (``bfloat16``, ``float16``, ``float32``, ``auto``).
+        dtype: weights dtype passed to vLLM (``bfloat16``, ``float16``, ``float32``, ``auto``). None: bfloat16,
+            except on a CPU build where the CPU lacks bfloat16 instructions: float32 (``jupiter.llm.machine_dtype``).
         max_model_len: longest prompt + completion in tokens.
         kv_cache_mb: KV-cache size in MiB; None lets vLLM size it from ``gpu_memory_utilization`` (on CPU
             builds vLLM may refuse to start without an explicit size).
@@ -109,7 +111,7 @@ class VllmConfig:
     """
 
     model_dir: Path | None = None
-    dtype: str = "bfloat16"
+    dtype: str | None = None
     max_model_len: int = 4096
     kv_cache_mb: int | None = 512
     gpu_memory_utilization: float = 0.9
@@ -124,7 +126,7 @@ class VllmConfig:
                 f"VllmConfig.model_dir {self.model_dir} is not a Hugging Face model folder (no config.json); "
                 "vLLM cannot run .gguf files on CPU: convert first"
             )
-        if self.dtype not in ("bfloat16", "float16", "float32", "auto"):
+        if self.dtype not in (None, "bfloat16", "float16", "float32", "auto"):
             raise PolicySpecError(f"VllmConfig.dtype must be bfloat16, float16, float32 or auto, got {self.dtype!r}")
         if not isinstance(self.max_model_len, int) or self.max_model_len < 16:
             raise PolicySpecError(f"VllmConfig.max_model_len must be an int >= 16, got {self.max_model_len!r}")
@@ -182,10 +184,13 @@ class VllmPolicy(BasePolicy):
             if config.kv_cache_mb is not None
             else {"gpu_memory_utilization": config.gpu_memory_utilization}
         )
+        self.dtype = config.dtype or _machine_dtype()
+        if config.dtype is None and self.dtype == "float32":
+            log.info("computing in float32: this CPU has no bfloat16 instructions (#dtype=bfloat16 forces it)")
         with _preserved_global_rngs():
             self.llm = vllm.LLM(
                 model=str(model_dir),
-                dtype=config.dtype,
+                dtype=self.dtype,
                 max_model_len=config.max_model_len,
                 enforce_eager=config.enforce_eager,
                 enable_prefix_caching=True,
@@ -265,6 +270,13 @@ class VllmPolicy(BasePolicy):
         self.llm = None
         self.tokenizer = None
         gc.collect()
+
+
+def _machine_dtype() -> str:
+    """bfloat16 on an accelerator; on a CPU build, what the CPU computes natively (``machine_dtype.cpu_dtype``)."""
+    from vllm.platforms import current_platform
+
+    return cpu_dtype() if current_platform.is_cpu() else "bfloat16"
 
 
 def _scheduler_settings(config: VllmConfig) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from jupiter.llm import SamplingParams, load_policy
+from jupiter.llm.machine_dtype import cpu_dtype
 from jupiter.llm.openai_http import HttpConfig, HttpPolicy
 
 vllm = pytest.importorskip("vllm")
@@ -95,6 +96,8 @@ def test_default_runs_on_vllm_where_it_is_installed(monkeypatch):
         details = describe_policy(policy)
         assert details["backend"] == "vllm" and details["spec"] == "vllm:default"
         assert Path(details["model"]).name.startswith("gemma3-270m-nbqa-")  # the base with the shipped adapter
+        # in what this CPU computes natively (float32 where it lacks bfloat16 instructions)
+        assert str(policy.llm.llm_engine.model_config.dtype) == f"torch.{cpu_dtype()}" == f"torch.{policy.dtype}"
         _check(policy.generate([TASK], SamplingParams(n=2, max_tokens=8, seed=1)), 2, 8)
     finally:
         policy.close()
