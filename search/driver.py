@@ -302,10 +302,7 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
                 stats.completion_tokens += int(completion.num_tokens or 0)
             # the K samples of one history continue one prompt: it is processed (and counted) once, as the
             # backends' own usage counters do
-            prompt_tokens = next((c.prompt_tokens for c in completions
-                                  if getattr(c, "prompt_tokens", None) is not None), None)
-            if prompt_tokens is not None:
-                stats.prompt_tokens = (stats.prompt_tokens or 0) + int(prompt_tokens)
+            _count_prompt(stats, completions)
             request.node.expanded = True
             for draft in drafts:
                 parsed = draft.parsed
@@ -347,11 +344,18 @@ def _resample_repeats(group: list[_Request], histories: list[list[Message]], out
             stats.requests += 1
             stats.completion_tokens += int(outputs[i][j].num_tokens or 0)
             outputs[i][j] = completions[0]
-            prompt_tokens = getattr(completions[0], "prompt_tokens", None)
-            if prompt_tokens is not None and i not in prompted:
+            if i not in prompted:
                 prompted.add(i)
-                stats.prompt_tokens = (stats.prompt_tokens or 0) + int(prompt_tokens)
+                _count_prompt(stats, completions)
     return outputs
+
+
+def _count_prompt(stats: Any, completions: list[Any]) -> None:
+    """Add one history's prompt tokens (the same on every sibling it continued) to ``stats.prompt_tokens``."""
+    prompt_tokens = next((c.prompt_tokens for c in completions
+                          if getattr(c, "prompt_tokens", None) is not None), None)
+    if prompt_tokens is not None:
+        stats.prompt_tokens = (stats.prompt_tokens or 0) + int(prompt_tokens)
 
 
 def _generate(policy: PolicyLike, histories: list[list[Message]], params: Any) -> list[list[Any]]:

@@ -4,7 +4,7 @@ Why: collection trees (``--mode collect``, rewards from the reference label) hol
 solutions, written in its own words and including the errors it made on the way and how it fixed them.
 Fine-tuning on them (rejection-sampling fine-tuning, as in STaR) teaches the policy what worked for it, where
 the synthesized NbQA solutions teach what a template wrote. Neither the paper nor its code has this stage;
-``docs/sft.md`` gives the command and its measured effect.
+its effect on the default policy is not measured yet (docs/nbqa.md, "right-paths").
 
 A row is in the ShareGPT layout ``jupiter sft`` reads (``nbqa export`` writes the same), built with
 ``Tree.messages``, the chat the search itself shows the model. Steps whose cell raised stay in the context
