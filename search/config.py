@@ -142,6 +142,11 @@ class SearchConfig(BaseModel):
         vote_runs: independent paths in VOTE mode.
         decision: how ``SearchResult.answer`` is chosen.
         max_concurrent_cells: threads running cells at once (across all trees of a driver).
+        leaves_per_step: tree modes: leaves selected, one after another, and expanded together in one step (one
+            policy call, their cells at once); each selection skips the leaves already claimed (``search.puct.
+            select``). Every leaf counts as an iteration. 1: the paper's one selection per iteration; more fills
+            the batch of a backend that costs about the same per step for a few more sequences (a CPU), at the
+            price of selecting without the claimed leaves' outcomes (docs/search.md).
         max_trees_in_flight: trees the batched driver advances together (at most).
         fit_trees_to_memory: admit a tree only while the sandboxes' memory budget holds every tree in flight at
             its peak of live states (``sandbox.budget.MemoryBudget.sandboxes_that_fit``), so the budget does not
@@ -173,6 +178,7 @@ class SearchConfig(BaseModel):
     vote_runs: PositiveCount
     decision: Decision
     max_concurrent_cells: PositiveCount
+    leaves_per_step: PositiveCount
     max_trees_in_flight: PositiveCount
     fit_trees_to_memory: Flag
 

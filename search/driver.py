@@ -103,8 +103,13 @@ class _TreeRun:
             self.done = True
             return []
         if config.mode.is_tree:
-            node = select(root, config.c_puct, self.rng)
-            requests = [] if node is None else [_Request(self, node, config.expansions)]
+            leaves: list[Node] = []
+            while len(leaves) < min(config.leaves_per_step, config.iterations - self.stats.iterations):
+                node = select(root, config.c_puct, self.rng, claimed=leaves)
+                if node is None:
+                    break
+                leaves.append(node)
+            requests = [_Request(self, node, config.expansions) for node in leaves]
         elif not root.expanded:
             runs = config.vote_runs if config.mode is Mode.VOTE else 1
             requests = [_Request(self, root, runs)]
@@ -113,7 +118,7 @@ class _TreeRun:
         if not requests:
             self.done = True
         else:
-            self.stats.iterations += 1
+            self.stats.iterations += len(requests) if config.mode.is_tree else 1
         return requests
 
 

@@ -57,6 +57,7 @@ _EVERY_MODE: dict[str, Setting] = {
     "malformed_terminal": Setting(False, REF, "a malformed reply is scored -1 but stays expandable"),
     "vote_runs": Setting(5, OURS, "independent paths in vote mode"),
     "max_concurrent_cells": Setting(4, OURS, "threads running cells at once"),
+    "leaves_per_step": Setting(1, PAPER, "one selection (and expansion) per search iteration"),
     "max_trees_in_flight": Setting(16, OURS, "trees the batched driver advances together, at most"),
     "fit_trees_to_memory": Setting(True, OURS, "fewer trees at once when the sandboxes' memory budget holds "
                                                "fewer at their peak (evicted states come back by replay)"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Callable
+from typing import Callable, Collection
 
 from search.config import PriorRule
 from search.tree import Node
@@ -34,12 +34,18 @@ def _selectable(node: Node) -> bool:
     return not node.is_terminal and not node.exhausted
 
 
-def select(root: Node, c_puct: float, rng: random.Random, score: ScoreFn = puct_score) -> Node | None:
-    """Descend from ``root`` to an expandable node; None when the whole tree is exhausted.
+def select(root: Node, c_puct: float, rng: random.Random, score: ScoreFn = puct_score,
+           claimed: Collection[Node] = ()) -> Node | None:
+    """Descend from ``root`` to an expandable node; None when the whole tree is exhausted (or every expandable
+    node is ``claimed``).
 
+    ``claimed``: leaves already selected for this step (``SearchConfig.leaves_per_step``); the descent treats
+    them, and any subtree with nothing left but them, as unselectable for this call only, so the next selection
+    is the best leaf elsewhere (a virtual loss that rules the claimed leaf out).
     Side effect: nodes found to have no expandable descendant get ``exhausted = True``.
     """
-    while not root.exhausted:
+    blocked = {id(n) for n in claimed}  # this call only: claimed leaves and subtrees with nothing else left
+    while not root.exhausted and id(root) not in blocked:
         node = root
         while True:
             if node.is_terminal:  # only the root can get here
@@ -47,9 +53,13 @@ def select(root: Node, c_puct: float, rng: random.Random, score: ScoreFn = puct_
                 break
             if not node.expanded:
                 return node
-            candidates = [c for c in node.children if _selectable(c)]
+            selectable = [c for c in node.children if _selectable(c)]
+            candidates = [c for c in selectable if id(c) not in blocked]
             if not candidates:
-                node.exhausted = True
+                if selectable:
+                    blocked.add(id(node))
+                else:
+                    node.exhausted = True
                 break
             scores = [score(node, c, c_puct) for c in candidates]
             best = max(scores)

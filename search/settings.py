@@ -51,6 +51,10 @@ class JobSettings(BaseModel):
     max_tokens: PositiveCount | None = Field(None, description="most tokens per reply")
     repeat_retries: Count | None = Field(None, description="samples again, up to this many times, a reply that "
                                                           "repeats its parent's failed cell verbatim (0: off)")
+    leaves_per_step: PositiveCount | None = Field(None, description="tree modes: leaves selected and expanded "
+                                                                   "together per step, each selection skipping "
+                                                                   "the ones already claimed (1: one per "
+                                                                   "iteration, as the paper)")
     vote_runs: PositiveCount | None = Field(None, description="vote mode: independent paths; raise it to match a "
                                                               "tree's token budget")
     seed: typing.Annotated[int, Field(strict=True)] | None = Field(
@@ -99,13 +103,14 @@ def resolve_settings(settings: JobSettings, profile: str = DEFAULT_PROFILE, has_
     """The ``SearchConfig`` for ``settings``: the profile's values for the mode, the settings on top.
 
     ``extra`` are SearchConfig fields the caller decides (a server's trees in flight; None ignored). The
-    baselines take one reply per step and no PUCT, so ``expansions`` and ``c_puct`` are not applied to them.
+    baselines take one reply per step and no PUCT, so ``expansions``, ``c_puct`` and ``leaves_per_step`` are not
+    applied to them.
     With profile ``v0.1``, a value model and no ``c_puct`` given, inference selects by value (c_puct 0), as
     Jupiter 0.1 did. Raises ``ConfigError`` naming the ``SearchConfig`` field.
     """
     overrides = {**settings.overrides(), **{k: v for k, v in extra.items() if v is not None}}
     if not settings.mode.is_tree:
-        for name in ("expansions", "c_puct"):
+        for name in ("expansions", "c_puct", "leaves_per_step"):
             overrides.pop(name, None)
     if profile == "v0.1" and has_value and settings.mode is Mode.INFER and "c_puct" not in overrides:
         overrides["c_puct"] = 0.0
@@ -124,7 +129,8 @@ def _kind(annotation: Any) -> Any:
 
 
 #: settings that only some modes use: their help shows the profile's value in those modes only
-_USED_IN = {"expansions": ("infer", "collect"), "c_puct": ("infer", "collect"), "vote_runs": ("vote",)}
+_USED_IN = {"expansions": ("infer", "collect"), "c_puct": ("infer", "collect"),
+            "leaves_per_step": ("infer", "collect"), "vote_runs": ("vote",)}
 
 
 def _profile_note(name: str, modes: tuple[str, ...]) -> str:

@@ -91,6 +91,7 @@ def variants(iterations: int) -> dict[str, SearchConfig]:
         "mcts, c_puct 1.25 + uniform prior": paper.replace(c_puct=1.25, prior_rule="uniform"),
         "mcts, per-child zero back-up": paper.replace(backup_rule="per-child"),
         f"mcts, {iterations // 2} iterations": paper.replace(iterations=iterations // 2),
+        "mcts, 3 leaves per step": paper.replace(leaves_per_step=3),
     }
 
 

@@ -75,6 +75,22 @@ def test_one_policy_call_per_step_across_trees():
     assert all(r.stats.model_calls == 4 and r.stats.iterations == 4 for r in results)
 
 
+def test_leaves_per_step_expands_several_leaves_of_a_tree_in_one_policy_call():
+    policy = FakePolicy([("Task:", [GOOD, CHAT]), ("Observation:", [GOOD, BAD])])
+    steps = []
+    config = SearchConfig(mode=Mode.INFER, iterations=7, expansions=2, leaves_per_step=3,
+                          malformed_terminal=True)
+    result = run_search(TASK, policy, FakeSandbox(), config, seed=1, on_step=steps.append)
+    # step 1: the root is the only leaf; step 2: its one live child; then up to 3 leaves a step, 7 in all
+    assert [s.requests for s in steps] == [1, 1, 2, 3]
+    assert [histories for histories, _ in policy.calls] == [1, 1, 2, 3]
+    assert result.stats.iterations == 7 and result.stats.model_calls == 4
+    expanded = [n for n in result.tree.nodes if n.expanded]
+    assert len(expanded) == 7 and len({n.tag for n in expanded}) == 7  # no leaf expanded twice
+    again = run_search(TASK, FakePolicy(policy.script), FakeSandbox(), config, seed=1)
+    assert _comparable(tree_to_dict(again.tree)) == _comparable(tree_to_dict(result.tree))
+
+
 def test_trees_in_flight_are_bounded_and_results_stream():
     quick = Task(id="quick", question="Answer at once please", label="@x[3]")
     policy = FakePolicy([("Answer at once", [answer("@x[3]")]), ("Task:", [GOOD]), ("Observation:", [GOOD])])

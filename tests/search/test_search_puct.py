@@ -91,6 +91,38 @@ def test_select_is_deterministic_for_a_seed(ops, c_puct, seed):
     assert (a.tag if a else None) == (b.tag if b else None)
 
 
+@settings(max_examples=200, deadline=None)
+@given(OPS, st.floats(0, 3), st.integers(0, 10), st.integers(1, 6))
+def test_claimed_leaves_are_skipped_until_none_is_left(ops, c_puct, seed, wanted):
+    tree, _ = build(ops)
+    rng = random.Random(seed)
+    claimed: list[Node] = []
+    while len(claimed) < wanted:
+        node = select(tree.root, c_puct, rng, claimed=claimed)
+        if node is None:
+            break
+        assert node.expandable and node not in claimed
+        claimed.append(node)
+    expandable = [n for n in tree.nodes if n.expandable]
+    assert len(claimed) == min(wanted, len(expandable))
+    if claimed:  # claims are for one step only: nothing was marked exhausted because of them
+        assert not tree.root.exhausted
+        assert select(tree.root, c_puct, random.Random(seed)) is not None
+
+
+def test_the_second_leaf_of_a_step_is_the_best_one_not_claimed():
+    tree = Tree(task=None)
+    tree.root.expanded = True
+    best, second, worst = (tree.add_child(tree.root, prior=0.5) for _ in range(3))
+    for node, value in ((best, 0.9), (second, 0.5), (worst, -0.5)):
+        backup(node, value)
+    assert select(tree.root, 0.0, random.Random(0)) is best
+    assert select(tree.root, 0.0, random.Random(0), claimed=[best]) is second
+    assert select(tree.root, 0.0, random.Random(0), claimed=[best, second]) is worst
+    assert select(tree.root, 0.0, random.Random(0), claimed=[best, second, worst]) is None
+    assert not tree.root.exhausted
+
+
 def test_puct_formula():
     parent = Node(tag="0", depth=0, visit_count=9)
     child = Node(tag="0.1", depth=1, prior=0.5, visit_count=2, value_sum=1.0)
