@@ -78,3 +78,20 @@ def test_value_scoring_compares_whole_paths_with_shared_prefixes() -> None:
     shared = rows[True, True]
     assert shared["max_abs_diff_vs_whole"] < 1e-4 and shared["speedup_vs_whole"] > 0
     assert shared["computed_tokens"] < shared["real_tokens"] == rows[True, False]["computed_tokens"]
+
+
+@pytest.mark.slow
+def test_policy_throughput_times_one_call_per_batch_on_one_load() -> None:
+    result = _run("policy_throughput.py", "--backends", "hf", "--prompts", "1,2", "--n", "2", "--max-tokens", "4",
+                  "--top-p", "0.95")
+    hf = result["backends"]["hf"]
+    assert result["prompts"] == [1, 2] and result["top_p"] == 0.95
+    assert [call["sequences"] for call in hf["calls"]] == [2, 4]
+    assert all(call["ms_per_step"] > 0 and call["completion_tokens"] >= call["sequences"] for call in hf["calls"])
+    assert hf["sequences"] == 2 and hf["load_s"] > 0  # the first call's figures stay at the top level
+
+
+def test_policy_throughput_names_a_bad_prompt_list() -> None:
+    proc = subprocess.run([sys.executable, str(PERF / "policy_throughput.py"), "--json", "--prompts", "2,x"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--prompts: '2,x' is not a comma list of counts" in proc.stderr
