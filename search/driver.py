@@ -104,7 +104,8 @@ class _TreeRun:
             return []
         if config.mode.is_tree:
             leaves: list[Node] = []
-            while len(leaves) < min(config.leaves_per_step, config.iterations - self.stats.iterations):
+            wanted = min(config.leaves_per_step, config.iterations - self.stats.iterations)
+            while len(leaves) < wanted:
                 node = select(root, config.c_puct, self.rng, claimed=leaves)
                 if node is None:
                     break

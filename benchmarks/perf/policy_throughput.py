@@ -7,7 +7,8 @@ Prints one JSON object: for each backend the load time, the time of one timed ``
 small warm-up call), the completion tokens it produced, tokens/s and milliseconds per decoding step (the call's
 time over its longest completion), plus the prefix-cache hit rate where the backend reports it. ``--prompts
 1,2,3`` times one call per count on the same loaded model (``calls`` in the JSON): what a step costs as the
-batch grows, the figure behind ``--leaves-per-step`` (docs/search.md). A backend whose package is not installed is reported as skipped, not as a failure.
+batch grows, the figure behind ``--leaves-per-step`` (docs/search.md). A backend whose package is not
+installed is reported as skipped, not as a failure.
 ``--dtypes`` measures each backend in each dtype (``backend#dtype`` keys); without it, the backends' default,
 which is what this CPU computes natively (``cpu_dtype`` in the JSON; ``jupiter.llm.machine_dtype``).
 """
