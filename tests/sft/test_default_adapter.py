@@ -8,7 +8,10 @@ link to the real converted one (so nothing is converted again and no merge lands
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,6 +69,30 @@ def test_a_retrained_adapter_gets_its_own_merge(cache, shipped):
     save_file({k: v * 2 for k, v in weights.items()}, str(shipped / "adapter_model.safetensors"))
     second = Path(resolve_model_dir("default"))
     assert second != first and (second / "jupiter-merged.json").is_file()
+
+
+_MERGE_IN_A_PROCESS = """
+import logging, sys
+from pathlib import Path
+import jupiter.default_model as default_model
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+default_model.ADAPTERS_DIR = Path(sys.argv[1])
+print(default_model.ensure_finetuned_default_model())
+"""
+
+
+def test_processes_that_need_the_merge_at_once_merge_it_once(cache, shipped):
+    """Test workers, Ray actors or two solves on a fresh machine: the first merges, the others wait and reuse it."""
+    env = {**os.environ, "JUPITER_CACHE": str(cache)}
+    runs = [subprocess.Popen([sys.executable, "-c", _MERGE_IN_A_PROCESS, str(shipped.parent)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outputs = [run.communicate(timeout=600) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0], [err[-2000:] for _, err in outputs]
+    folders = {out.strip() for out, _ in outputs}
+    assert len(folders) == 1 and (Path(folders.pop()) / "jupiter-merged.json").is_file()
+    merges = sum(err.count("merging the fine-tuned adapter") for _, err in outputs)
+    assert merges == 1, [err[-2000:] for _, err in outputs]
+    assert not list((cache / "models").glob(".merge-*"))  # no work folder left behind
 
 
 def test_default_base_is_the_base_model(cache, shipped):
