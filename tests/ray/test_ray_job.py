@@ -39,14 +39,19 @@ def ray_head(tmp_path):
                       "--include-dashboard=true", "--num-cpus", "2")
     address = f"http://127.0.0.1:{dash}"
     try:
-        deadline = time.monotonic() + 120
+        # Ready means "accepts a job", not "answers `job list`": the dashboard answers before the node's job
+        # agent has registered, and a submission then waits only 10 s for it (Ray's WAIT_AVAILABLE_AGENT_TIMEOUT)
+        # before it fails with "No available agent to submit job, please try again later" - which is what a
+        # loaded CI machine saw. A trivial job, retried until accepted, waits for the agent itself.
+        deadline = time.monotonic() + 180
         while True:
-            probe = subprocess.run([*RAY_CLI, "job", "list", "--address", address], env=env,
-                                   capture_output=True, text=True, timeout=60)
+            probe = subprocess.run([*RAY_CLI, "job", "submit", "--address", address, "--no-wait", "--",
+                                    "python", "-c", "pass"], env=env, capture_output=True, text=True, timeout=60)
             if probe.returncode == 0:
                 break
             if head.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"ray head did not come up: {(tmp_path / 'head.log').read_text()[-2000:]}")
+                pytest.fail(f"ray head did not accept a job: {probe.stderr[-1500:]}\n"
+                            f"head log: {(tmp_path / 'head.log').read_text()[-2000:]}")
             time.sleep(2)
         yield address, env
     finally:
