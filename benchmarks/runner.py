@@ -95,6 +95,19 @@ def _safe_name(task_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", task_id) or "task"
 
 
+def _changed_settings(before: dict[str, Any], after: dict[str, Any], prefix: str = "") -> list[str]:
+    """``"key: old -> new"`` for each setting that differs, nested ones by dotted key (``config.iterations``), so
+    that a resumed run's warning says what changed, not only that the whole ``config`` did."""
+    changes = []
+    for key in sorted(after):
+        old, new = before.get(key), after[key]
+        if isinstance(old, dict) and isinstance(new, dict):
+            changes += _changed_settings(old, new, f"{prefix}{key}.")
+        elif old != new:
+            changes.append(f"{prefix}{key}: {old!r} -> {new!r}")
+    return changes
+
+
 def write_run_info(out_dir: Path, info: dict[str, Any]) -> None:
     """Write ``run.json``; on a resumed run, keep the first one and warn when the settings changed."""
     path = out_dir / "run.json"
@@ -104,9 +117,11 @@ def write_run_info(out_dir: Path, info: dict[str, Any]) -> None:
             before = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError:
             before = {}
-        changed = sorted(k for k in info if k not in ("started", "resumed") and before.get(k) != info[k])
+        # compared as stored: a Path given now equals the string read back
+        now = json.loads(json.dumps({k: v for k, v in info.items() if k not in ("started", "resumed")}, default=str))
+        changed = _changed_settings(before, now)
         if changed:
-            log.warning("%s: resuming with different settings (%s); results will mix them", path, ", ".join(changed))
+            log.warning("%s: resuming with different settings (%s); results will mix them", path, "; ".join(changed))
         before.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S"))
         info = before
     path.write_text(json.dumps(info, indent=2, default=str) + "\n", encoding="utf-8")
