@@ -45,8 +45,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
     Why at least 2: most of a test's time is spent waiting for kernels, servers and subprocesses, not on the CPU,
     so on 2 cores two workers take the default suite from about 22 to 15 minutes (measured on a 2-core AMD EPYC);
-    a one-core machine gets two workers too, for the same reason (not measured there). Why at most 4: the slow tests each load a model (up to a few GB
-    with a vLLM engine), and more workers than that would trade memory for little time.
+    a one-core machine gets two workers too, for the same reason (not measured there). Why at most 4: the slow
+    tests each load a model (up to a few GB with a vLLM engine), and more workers than that would trade memory
+    for little time.
     """
     return min(max(os.cpu_count() or 1, 2), 4)
 
