@@ -1,7 +1,7 @@
 """Accuracy against generated tokens: tree search by iteration and vote by paths, read from saved runs.
 
-Users of LLM-MCTS repositories found tree search losing to best-of-N *at equal tokens* (docs: USER-NEEDS),
-so a comparison of arms at their own budgets says little. This puts DABench runs of ``jupiter bench dabench``
+Users of LLM-MCTS repositories found tree search losing to best-of-N *at equal tokens*, so a comparison of
+arms each at its own budget says little. This puts DABench runs of ``jupiter bench dabench``
 on one axis, without running anything again:
 
 - a tree run (``--mode infer`` or ``collect``): the answer it would have given had it stopped after T
