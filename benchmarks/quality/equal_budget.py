@@ -31,7 +31,8 @@ from typing import Any, Callable, Mapping, Sequence
 from benchmarks.curves import vote_pick
 from benchmarks.dabench import dabench_correct, load_dabench
 from benchmarks.paths import default_data_dir
-from benchmarks.records import CandidateRecord, iteration_numbers
+from benchmarks.records import TaskRecord, iteration_numbers
+from jupiter.appendlog import read_records
 from search.tree import Tree
 from search.tree_io import load_tree
 
@@ -70,15 +71,9 @@ def _budget_of_nodes(tree: Tree, mode: str) -> dict[str, int]:
     return {n.tag: 1 for n in tree.nodes if n.parent is not None}
 
 
-def _candidate(row: Mapping[str, Any]) -> CandidateRecord:
-    return CandidateRecord(tag=str(row["tag"]), answer=str(row["answer"]), key=str(row["key"]),
-                           value=float(row.get("value", 0.0)), iteration=row.get("iteration"),
-                           visits=int(row.get("visits", 0)), multiplicity=int(row.get("multiplicity", 1)))
-
-
-def arm_curve(name: str, mode: str, budget: int, rows: Sequence[Mapping[str, Any]], trees: Mapping[str, Tree],
+def arm_curve(name: str, mode: str, budget: int, rows: Sequence[TaskRecord], trees: Mapping[str, Tree],
               labels: Mapping[str, Any], count_tokens: TokenCounter) -> ArmCurve:
-    """The arm's points at budgets 1 .. ``budget`` from its result rows and trees (one per row's id).
+    """The arm's points at budgets 1 .. ``budget`` from its results and trees (one per task id).
 
     Raises ValueError for a row without its tree: its tokens would be missing from every point.
     """
@@ -87,7 +82,7 @@ def arm_curve(name: str, mode: str, budget: int, rows: Sequence[Mapping[str, Any
     right = dict.fromkeys(budgets, 0)
     any_right = dict.fromkeys(budgets, 0)
     for row in rows:
-        task_id = str(row["id"])
+        task_id = row.id
         if task_id not in trees:
             raise ValueError(f"{name}: task {task_id} has a result but no tree (trees/{task_id}.json)")
         tree = trees[task_id]
@@ -99,28 +94,15 @@ def arm_curve(name: str, mode: str, budget: int, rows: Sequence[Mapping[str, Any
             for b in range(node_budget[node.tag], budget + 1):
                 tokens[b] += spent
         label = labels.get(task_id)
-        candidates = [_candidate(c) for c in row.get("candidates", [])]
         for b in budgets:
-            found = [c for c in candidates if node_budget.get(c.tag, budget) <= b]
+            found = [c for c in row.candidates if node_budget.get(c.tag, budget) <= b]
             pick = vote_pick(found) if found else None
             right[b] += pick is not None and dabench_correct(pick.answer, label)
             any_right[b] += any(dabench_correct(c.answer, label) for c in found)
     unit = {"infer": "iterations", "collect": "iterations", "vote": "paths"}.get(mode, "run")
-    run_tokens = sum(int((row.get("stats") or {}).get("completion_tokens") or 0) for row in rows)
+    run_tokens = sum(int(row.stats.get("completion_tokens") or 0) for row in rows)
     points = tuple(BudgetPoint(b, tokens[b], right[b], any_right[b]) for b in budgets)
     return ArmCurve(name, mode, unit, len(rows), run_tokens, points)
-
-
-def _rows(run: Path) -> list[dict[str, Any]]:
-    path = run / "results.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"{run}: no results.jsonl (is it a `jupiter bench dabench` run folder?)")
-    rows: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            rows[str(row["id"])] = row  # a resumed run's later line wins
-    return list(rows.values())
 
 
 def load_arm(name: str, run: Path, labels: Mapping[str, Any], count_tokens: TokenCounter) -> ArmCurve:
@@ -132,12 +114,16 @@ def load_arm(name: str, run: Path, labels: Mapping[str, Any], count_tokens: Toke
     mode = str(config.get("mode") or meta.get("mode"))
     if mode in ("infer", "collect") and int(config.get("leaves_per_step", 1)) != 1:
         raise ValueError(f"{run}: leaves_per_step > 1 expands several nodes an iteration; not supported")
-    rows = _rows(run)
-    trees = {str(r["id"]): load_tree(run / "trees" / f"{r['id']}.json") for r in rows
-             if (run / "trees" / f"{r['id']}.json").is_file()}
+    if not (run / "results.jsonl").is_file():
+        raise FileNotFoundError(f"{run}: no results.jsonl (is it a `jupiter bench dabench` run folder?)")
+    by_id: dict[str, TaskRecord] = {}
+    for raw in read_records(run / "results.jsonl"):  # read only: the run may still be writing it
+        by_id.setdefault(str(raw["id"]), TaskRecord.from_dict({**raw, "id": str(raw["id"])}))
+    rows = list(by_id.values())
+    trees = {r.id: load_tree(run / "trees" / f"{r.id}.json") for r in rows if (run / "trees" / f"{r.id}.json").is_file()}
     budget = {"infer": int(config.get("iterations", 1)), "collect": int(config.get("iterations", 1)),
               "vote": int(config.get("vote_runs", 1))}.get(mode, 1)
-    budget = max([budget] + [int(r.get("iterations") or 0) for r in rows if mode in ("infer", "collect")])
+    budget = max([budget] + [r.iterations for r in rows if mode in ("infer", "collect")])
     return arm_curve(name, mode, budget, rows, trees, labels, count_tokens)
 
 

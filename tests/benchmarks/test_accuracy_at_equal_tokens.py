@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.quality import equal_budget
+from benchmarks.records import CandidateRecord, TaskRecord
 from jupiter.task import Task
 from search.tree import NodeStatus, Tree
 from search.tree_io import save_tree
@@ -29,11 +30,11 @@ def _cell(tree: Tree, parent, words: int = 3, finish: str = "stop"):
                           finish_reason=finish)
 
 
-def _row(tree: Tree, iterations: dict[str, int] | None = None) -> dict:
-    cands = [{"tag": n.tag, "answer": n.final_answer, "key": n.final_answer, "value": 0.0,
-              "iteration": (iterations or {}).get(n.tag), "visits": 0, "multiplicity": 1}
-             for n in tree.nodes if n.final_answer]
-    return {"id": "1", "candidates": cands, "stats": {"completion_tokens": 0}}
+def _row(tree: Tree) -> TaskRecord:
+    cands = tuple(CandidateRecord(tag=n.tag, answer=n.final_answer, key=n.final_answer, value=0.0, iteration=None)
+                  for n in tree.nodes if n.final_answer)
+    return TaskRecord(id="1", benchmark="dabench", answer=None, candidates=cands, iterations=3,
+                      stats={"completion_tokens": 7})
 
 
 def _mcts_tree() -> Tree:
@@ -82,17 +83,21 @@ def _run_folder(root: Path, tree: Tree, mode: str, benchmark: str = "dabench") -
     run = root / mode
     (run / "trees").mkdir(parents=True)
     save_tree(tree, run / "trees" / "1.json")
-    (run / "results.jsonl").write_text(json.dumps({**_row(tree), "iterations": 3}) + "\n", encoding="utf-8")
+    (run / "results.jsonl").write_text(json.dumps(_row(tree).to_dict()) + "\n", encoding="utf-8")
     config = {"mode": mode, "iterations": 3, "vote_runs": 3, "leaves_per_step": 1}
     (run / "run.json").write_text(json.dumps({"benchmark": benchmark, "config": config}), encoding="utf-8")
     return run
 
 
-def test_a_saved_run_folder_reads_back_to_the_same_curve(tmp_path):
+def test_a_saved_run_folder_reads_back_to_the_same_curve_and_is_left_as_it_was(tmp_path):
     tree = _mcts_tree()
     run = _run_folder(tmp_path, tree, "infer")
+    with open(run / "results.jsonl", "a", encoding="utf-8") as handle:
+        handle.write('{"id": "2", "candi')  # a line the running bench is still writing
+    before = (run / "results.jsonl").read_bytes()
     curve = equal_budget.load_arm("mcts", run, LABELS, _words)
     assert curve == equal_budget.arm_curve("mcts", "infer", 3, [_row(tree)], {"1": tree}, LABELS, _words)
+    assert (run / "results.jsonl").read_bytes() == before
 
 
 def test_a_run_of_another_benchmark_is_refused_by_name(tmp_path):
