@@ -66,8 +66,11 @@ def headline(summary: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return [(title, _get(summary, path)) for path, title in keys]
 
 
-def plot_curves(curves: Sequence[Curve], path: Path, title: str, ylabel: str = "accuracy") -> Path | None:
-    """Accuracy vs iterations, one line per curve (matplotlib Agg; nothing on screen). None if no curves."""
+def plot_curves(curves: Sequence[Curve], path: Path, title: str, ylabel: str = "accuracy",
+                xlabel: str = "search iterations") -> Path | None:
+    """Accuracy vs budget (iterations, or tokens), one line per curve (matplotlib Agg; nothing on screen).
+
+    None if no curves."""
     if not curves:
         return None
     import matplotlib
@@ -81,7 +84,7 @@ def plot_curves(curves: Sequence[Curve], path: Path, title: str, ylabel: str = "
         for curve in curves:
             axes.plot(curve.budgets, curve.values, marker="o" if len(curve.budgets) < 20 else None, label=curve.name)
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes.set_xlabel("search iterations")
+        axes.set_xlabel(xlabel)
         axes.set_ylabel(ylabel)
         axes.set_title(title)
         axes.grid(alpha=0.3)

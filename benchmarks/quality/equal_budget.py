@@ -11,7 +11,7 @@ on one axis, without running anything again:
   these are vote runs with k paths) and their tokens;
 - a react run: one point.
 
-    python benchmarks/quality/equal_budget.py mcts=runs/mcts vote=runs/vote react=runs/react [--json]
+    python benchmarks/quality/equal_budget.py mcts=runs/mcts vote=runs/vote react=runs/react [--json] [--plot PNG]
 
 Tokens are each reply re-tokenised with the policy's tokenizer (``--tokenizer``, default the embedded
 model's), plus one for the end-of-turn token where the reply ended by itself; the run's own count
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from benchmarks.curves import vote_pick
+from benchmarks.curves import Curve, vote_pick
 from benchmarks.dabench import dabench_correct, load_dabench
 from benchmarks.paths import default_data_dir
 from benchmarks.records import TaskRecord, iteration_numbers
@@ -120,7 +120,8 @@ def load_arm(name: str, run: Path, labels: Mapping[str, Any], count_tokens: Toke
     for raw in read_records(run / "results.jsonl"):  # read only: the run may still be writing it
         by_id.setdefault(str(raw["id"]), TaskRecord.from_dict({**raw, "id": str(raw["id"])}))
     rows = list(by_id.values())
-    trees = {r.id: load_tree(run / "trees" / f"{r.id}.json") for r in rows if (run / "trees" / f"{r.id}.json").is_file()}
+    folder = run / "trees"
+    trees = {r.id: load_tree(folder / f"{r.id}.json") for r in rows if (folder / f"{r.id}.json").is_file()}
     budget = {"infer": int(config.get("iterations", 1)), "collect": int(config.get("iterations", 1)),
               "vote": int(config.get("vote_runs", 1))}.get(mode, 1)
     budget = max([budget] + [r.iterations for r in rows if mode in ("infer", "collect")])
@@ -156,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                                                          "model's, which the fine-tuned default shares)")
     parser.add_argument("--data", default=None, help="DABench folder (default: the shared benchmarks' copy)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--plot", default=None, metavar="PNG", help="also draw ABQ against generated tokens")
     args = parser.parse_args(argv)
     arms = []
     for spec in args.arms:
@@ -163,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not name or not run:
             parser.error(f"expected ARM=RUN_DIR, got {spec!r}")
         arms.append((name, Path(run)))
+    if args.plot and not Path(args.plot).parent.is_dir():  # checked before the minutes of reading and tokenising
+        parser.error(f"--plot {args.plot}: folder {Path(args.plot).parent} does not exist")
     data = load_dabench(Path(args.data) if args.data else default_data_dir("dabench"))
     labels = {str(label["id"]): label for label in data.labels}
     count = _token_counter(args.tokenizer)
@@ -175,6 +179,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"arms": [{**asdict(c), "points": [asdict(p) for p in c.points]} for c in curves]}))
     else:
         print(_markdown(curves))
+    if args.plot:
+        from benchmarks.report import plot_curves
+
+        lines = [Curve(c.name, tuple(p.tokens for p in c.points), tuple(p.right / max(1, c.tasks) for p in c.points))
+                 for c in curves]
+        plot_curves(lines, Path(args.plot), "ABQ against generated tokens", ylabel="ABQ (all tasks)",
+                    xlabel="generated tokens")
     return 0
 
 

@@ -122,3 +122,19 @@ def test_the_policy_tokenizer_counts_a_reply_as_the_model_generated_it():
     assert tokenizer.decode(ids) == reply  # the count is of exactly this text, no BOS added
     count = equal_budget._token_counter(str(folder))
     assert count(reply) == len(ids) > 5
+
+
+def test_a_plot_path_in_a_missing_folder_is_refused_before_any_work(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        equal_budget.main(["mcts=nowhere", "--plot", str(tmp_path / "missing" / "curve.png")])
+    assert exit_info.value.code == 2
+    assert "missing" in capsys.readouterr().err
+
+
+def test_tokens_on_the_x_axis_draw_a_png(tmp_path):
+    from benchmarks.curves import Curve
+    from benchmarks.report import plot_curves
+
+    path = plot_curves([Curve("mcts", (9, 17, 25), (0.0, 0.0, 1.0)), Curve("vote", (8, 16, 32), (0.0, 0.0, 1.0))],
+                       tmp_path / "tokens.png", "ABQ against generated tokens", xlabel="generated tokens")
+    assert path is not None and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
