@@ -77,13 +77,15 @@ def plot_curves(curves: Sequence[Curve], path: Path, title: str, ylabel: str = "
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     figure, axes = plt.subplots(figsize=(6, 4))
     try:
         for curve in curves:
             axes.plot(curve.budgets, curve.values, marker="o" if len(curve.budgets) < 20 else None, label=curve.name)
-        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=8))
+        if max((b for c in curves for b in c.budgets), default=0) >= 10_000:  # token budgets: 120k, not 120000
+            axes.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
         axes.set_xlabel(xlabel)
         axes.set_ylabel(ylabel)
         axes.set_title(title)
