@@ -303,7 +303,11 @@ def build_model(base_dir: Path, config: SftConfig, device: str, init_adapter: Pa
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=dtype)
     model.config.use_cache = False
     if init_adapter is not None:
-        return PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True).to(device)
+        peft_model = PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True)
+        # the adapter names its base as the spec it was trained with ("default"); the trainer's checkpoint saves
+        # would look that name up on the Hub, so it names the local folder until the final save renames it
+        peft_model.peft_config["default"].base_model_name_or_path = str(base_dir)
+        return peft_model.to(device)
     lora = LoraConfig(task_type="CAUSAL_LM", r=config.lora_r, lora_alpha=config.lora_alpha,
                       lora_dropout=config.lora_dropout, target_modules=config.target_modules)
     torch.manual_seed(config.seed)  # LoRA's A matrices are initialised from torch's RNG

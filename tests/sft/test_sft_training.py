@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -154,10 +153,13 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path, base_model_dir)
     assert record["resumed_from_step"] >= killed_at and record["steps"] == 6
 
 
-def test_a_second_stage_starts_from_the_given_adapter_and_records_it(tiny_adapter, tmp_path, capsys):
+def test_a_second_stage_starts_from_the_given_adapter_and_records_it(tiny_adapter, tmp_path, capsys, monkeypatch):
+    import peft.utils.save_and_load as peft_saving
     import torch
     from safetensors.torch import load_file
 
+    hub_lookups: list[str] = []  # the checkpoints' save must not look the base model up on the Hub
+    monkeypatch.setattr(peft_saving, "check_file_exists_on_hf_hub", lambda repo, *a, **k: hub_lookups.append(repo))
     data = short_rows(tmp_path / "sft.jsonl", 3)
     out = tmp_path / "stage2"
     no_steps = [a if a != "2" else "1" for a in TINY]  # one step of lr 1e-9: the first stage's weights stay
@@ -171,6 +173,8 @@ def test_a_second_stage_starts_from_the_given_adapter_and_records_it(tiny_adapte
     assert record["init_adapter"]["path"] == str(tiny_adapter)
     assert record["init_adapter"]["command"] == json.loads((tiny_adapter / "training.json").read_text())["command"]
     assert f"--init-adapter {tiny_adapter}" in record["command"]
+    assert hub_lookups == []
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == "default"
 
     code, err = run_cli(capsys, str(data), "--out", str(tmp_path / "r8"), "--init-adapter", str(tiny_adapter),
                         "--max-steps", "1", "--lora-r", "8")
