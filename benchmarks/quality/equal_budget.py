@@ -106,7 +106,9 @@ def arm_curve(name: str, mode: str, budget: int, rows: Sequence[TaskRecord], tre
 
 
 def load_arm(name: str, run: Path, labels: Mapping[str, Any], count_tokens: TokenCounter) -> ArmCurve:
-    """One run folder → its curve. Raises ValueError for a run this cannot read (not DABench, no mode)."""
+    """One run folder → its curve.
+
+    Raises ValueError for a run this cannot score (not DABench, several leaves a step)."""
     meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
     if meta.get("benchmark") != "dabench":
         raise ValueError(f"{run}: benchmark {meta.get('benchmark')!r}; only DABench runs are scored here")
