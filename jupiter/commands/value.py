@@ -93,7 +93,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sc.add_argument("--backbone", default=None, help="override the backbone path stored with the model")
     sc.add_argument("--batch-size", type=int, default=8)
     sc.add_argument("--device", default=None)
-    sc.set_defaults(handler=run_score)
+    sc.set_defaults(handler=run_score, interrupted_note="the rows scored so far are written (to --output when given)")
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)
 
 
@@ -206,15 +206,30 @@ def run_score(args: argparse.Namespace) -> int:
         scorer = ValueScorer.load(args.model, device=args.device, batch_size=args.batch_size, backbone=args.backbone)
     except (ModelLoadError, ValueError) as exc:
         return _fail(str(exc))
-    values = scorer.evaluate([r["messages"] for r in records])
+    from tqdm import tqdm
+
+    # Scored a chunk at a time and written as it goes: a long scoring run shows its progress, and one stopped
+    # by Ctrl-C or an error keeps the rows it finished (flushed per chunk) instead of losing them all.
+    chunk = max(1, args.batch_size) * 4
     out = args.output.open("w", encoding="utf-8") if args.output else sys.stdout
     try:
-        for index, (record, value) in enumerate(zip(records, values)):
-            echoed = {k: v for k, v in record.items() if k not in ("messages", "text", "value")}
-            if "value" in record:  # a labelled sample: keep its label next to the score
-                echoed["label"] = record["value"]
-            out.write(json.dumps({"index": index, **echoed, "value": value}) + "\n")
+        with tqdm(total=len(records), desc="value score", unit="state", file=sys.stderr, disable=None) as bar:
+            for start in range(0, len(records), chunk):
+                part = records[start:start + chunk]
+                values = scorer.evaluate([r["messages"] for r in part])
+                for index, (record, value) in enumerate(zip(part, values), start):
+                    out.write(json.dumps({"index": index, **_echoed(record), "value": value}) + "\n")
+                out.flush()
+                bar.update(len(part))
     finally:
         if args.output:
             out.close()
     return 0
+
+
+def _echoed(record: dict) -> dict:
+    """A state's own keys to write beside its score; a labelled sample's ``value`` comes back as ``label``."""
+    echoed = {k: v for k, v in record.items() if k not in ("messages", "text", "value")}
+    if "value" in record:
+        echoed["label"] = record["value"]
+    return echoed

@@ -64,3 +64,26 @@ def test_config_errors_name_the_flag_not_the_field(tmp_path: Path, capsys) -> No
     assert main(["value", "extract", str(tree), "-o", str(tmp_path / "s.jsonl"), "--max-wrong", "-1"]) == 2
     err = capsys.readouterr().err
     assert "--max-wrong" in err and "ExtractConfig" not in err, err
+
+
+def test_an_interrupted_score_keeps_the_rows_it_finished(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Scoring goes a chunk at a time (4 batches) and writes each chunk: Ctrl-C in the third loses only it."""
+    states = tmp_path / "states.jsonl"
+    states.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"q{i}"}], "tree": str(i)}) + "\n"
+                              for i in range(40)))
+    calls = []
+
+    class Scorer:
+        def evaluate(self, histories):
+            calls.append(len(histories))
+            if len(calls) == 3:
+                raise KeyboardInterrupt
+            return [0.5] * len(histories)
+
+    monkeypatch.setattr("value_model.scorer.ValueScorer.load", lambda *args, **kwargs: Scorer())
+    scores = tmp_path / "scores.jsonl"
+    assert main(["value", "score", str(tmp_path), str(states), "-o", str(scores), "--batch-size", "2"]) == 130
+    rows = [json.loads(line) for line in scores.read_text().splitlines()]
+    assert calls == [8, 8, 8]
+    assert [r["index"] for r in rows] == list(range(16)) and [r["tree"] for r in rows] == [str(i) for i in range(16)]
+    assert "rows scored so far are written" in capsys.readouterr().err
