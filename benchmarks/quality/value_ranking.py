@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -70,8 +71,20 @@ class KindReport:
 
 
 def _is_live(node: Node) -> bool:
-    return (node.status in (NodeStatus.CODE_OK, NodeStatus.CODE_ERROR) and not node.is_terminal
-            and not node.is_answer)
+    return node.status in (NodeStatus.CODE_OK, NodeStatus.CODE_ERROR) and not node.is_terminal
+
+
+def _targets(nodes: Sequence[RankedNode]) -> list[float]:
+    """+1 / -1 per node, as ``value_probe.auc`` takes them."""
+    return [1.0 if n.right else -1.0 for n in nodes]
+
+
+def _mixed_groups(nodes: Iterable[RankedNode]) -> list[list[RankedNode]]:
+    """The nodes grouped by tree, keeping the trees that hold both a right and a wrong one."""
+    by_tree: dict[str, list[RankedNode]] = {}
+    for node in nodes:
+        by_tree.setdefault(node.tree, []).append(node)
+    return [group for group in by_tree.values() if len({n.right for n in group}) == 2]
 
 
 def ranked_nodes(tree_id: str, tree: Tree, label: Mapping[str, Any] | None) -> list[RankedNode]:
@@ -98,23 +111,17 @@ def ranked_nodes(tree_id: str, tree: Tree, label: Mapping[str, Any] | None) -> l
 def kind_report(nodes: Iterable[RankedNode], kind: str) -> KindReport:
     """AUC overall and within trees for the nodes of ``kind`` that have an estimate."""
     scored = [n for n in nodes if n.kind == kind and n.value is not None]
-    targets = [1.0 if n.right else -1.0 for n in scored]
-    overall = auc([n.value for n in scored], targets)  # type: ignore[misc]
-    by_tree: dict[str, list[RankedNode]] = {}
-    for node in scored:
-        by_tree.setdefault(node.tree, []).append(node)
+    overall = auc([n.value for n in scored], _targets(scored))  # type: ignore[misc]
     wins = 0.0
-    pairs = mixed = 0
-    for group in by_tree.values():
-        right = [n.value for n in group if n.right]
-        wrong = [n.value for n in group if not n.right]
-        if right and wrong:
-            mixed += 1
-            pairs += len(right) * len(wrong)
-            wins += sum((r > w) + 0.5 * (r == w) for r in right for w in wrong)  # type: ignore[operator]
+    pairs = 0
+    groups = _mixed_groups(scored)
+    for group in groups:  # each tree's AUC, weighted by its number of pairs
+        size = sum(n.right for n in group) * sum(not n.right for n in group)
+        wins += auc([n.value for n in group], _targets(group)) * size  # type: ignore[misc,operator]
+        pairs += size
     return KindReport(kind, len(scored), sum(n.right for n in scored),
                       None if overall is None else round(overall, 4),
-                      round(wins / pairs, 4) if pairs else None, pairs, mixed)
+                      round(wins / pairs, 4) if pairs else None, pairs, len(groups))
 
 
 def decisions(trees: Mapping[str, Tree], estimates: Mapping[tuple[str, str], float] | None,
@@ -157,9 +164,7 @@ def write_states(trees: Mapping[str, Tree], nodes: Sequence[RankedNode], kind: s
     """The nodes of ``kind`` as ``jupiter value score`` input: one {"messages", "tree", "tag", "right"} a line."""
     chosen = [n for n in nodes if n.kind == kind]
     if mixed_only:
-        mixed = {t for t in {n.tree for n in chosen}
-                 if len({n.right for n in chosen if n.tree == t}) == 2}
-        chosen = [n for n in chosen if n.tree in mixed]
+        chosen = [n for group in _mixed_groups(chosen) for n in group]
     with path.open("w", encoding="utf-8") as fh:
         for n in chosen:
             tree = trees[n.tree]
@@ -179,7 +184,7 @@ def read_scores(path: Path) -> dict[tuple[str, str], float]:
             if "tree" not in row or "tag" not in row or "value" not in row:
                 raise ValueError(f"{path}, line {number}: expected 'tree', 'tag' and 'value' (written by "
                                  f"--write-states, then `jupiter value score`)")
-            if row["value"] is not None and row["value"] == row["value"]:
+            if row["value"] is not None and math.isfinite(row["value"]):
                 scores[(str(row["tree"]), str(row["tag"]))] = float(row["value"])
     return scores
 
