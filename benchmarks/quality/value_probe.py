@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from sklearn.metrics import roc_auc_score
+
 from benchmarks.paths import default_data_dir
 from benchmarks.quality.runs import run_mode
 from benchmarks.quality.search_vs_baselines import collect_config, ordered_questions
@@ -35,13 +37,12 @@ __all__ = ["auc", "rank_report", "main"]
 
 
 def auc(values: Sequence[float], targets: Sequence[float]) -> float | None:
-    """P(value of a right state > value of a wrong one), ties counting half; None without both kinds."""
-    right = [v for v, t in zip(values, targets) if t > 0]
-    wrong = [v for v, t in zip(values, targets) if t < 0]
-    if not right or not wrong:
+    """P(value of a right state > value of a wrong one), ties counting half (scikit-learn's ROC AUC); None without
+    both kinds. Targets of 0 are neither."""
+    kept = [(v, t > 0) for v, t in zip(values, targets) if t != 0]
+    if len({right for _, right in kept}) < 2:
         return None
-    wins = sum((r > w) + 0.5 * (r == w) for r in right for w in wrong)
-    return wins / (len(right) * len(wrong))
+    return float(roc_auc_score([right for _, right in kept], [v for v, _ in kept]))
 
 
 def rank_report(values: Sequence[float], samples: Sequence[Sample], train_mean: float) -> dict[str, Any]:
