@@ -29,11 +29,6 @@ COMMANDS: dict[str, str] = {
     "sft": "jupiter.commands.sft",
 }
 
-#: commands whose console shows only the project's own lines unless -v is given: other programs' output goes
-#: to ``jupiter.log`` in the run folder (``jupiter.console_log``)
-QUIET_COMMANDS = frozenset({"solve"})
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jupiter",
@@ -42,7 +37,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jupiter {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="log debug messages, and show other programs' output on the console")
-    parser.set_defaults(handler=None, interrupted_note=None)  # a command sets its own
+    # a command sets its own; quiet_console: the console shows only the project's own lines unless -v is given,
+    # other programs' output goes to ``jupiter.log`` in the run folder ``args.out`` (``jupiter.console_log``)
+    parser.set_defaults(handler=None, interrupted_note=None, quiet_console=False)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         if only is not None and name != only:
@@ -71,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        if args.command not in QUIET_COMMANDS or args.verbose:
+        if not args.quiet_console or args.verbose:
             return _run(args)
         with console_log.capture(args.out) as captured:
             captured.exit_code = _run(args)

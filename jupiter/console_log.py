@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, TextIO
 
-__all__ = ["LOG_NAME", "OWN_PACKAGES", "Capture", "capture", "log_to"]
+__all__ = ["LOG_NAME", "OWN_PACKAGES", "Capture", "capture", "log_to", "log_path"]
 
 LOG_NAME = "jupiter.log"
 
@@ -169,6 +169,18 @@ def log_to(folder: str | Path) -> None:
     """
     if _active is not None:
         _active.folder = Path(folder)
+
+
+def log_path() -> Path | None:
+    """Where other programs' output will be when the command ends (None: nothing is captured).
+
+    For a command's own failure line: a backend that died said why in its own words, and those are in the log.
+    """
+    if _active is None:
+        return None
+    if _active.folder is not None:
+        return _active.folder / LOG_NAME
+    return _active.path
 
 
 def _console_stream(stream: TextIO, fd: int) -> tuple[TextIO, bool]:

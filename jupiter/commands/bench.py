@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jupiter import console_log
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.output_paths import check_output_file, check_output_folder
 from jupiter.commands.search_args import add_search_arguments, config_from_args, print_config
@@ -67,17 +68,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     resumable = "finished tasks are saved in the run folder's results.jsonl; rerun the same command to resume"
     dab = inner.add_parser("dabench", help="InfiAgent-DABench closed-form questions: ABQ / PASQ / UASQ",
                            formatter_class=HelpFormatter)
-    dab.set_defaults(interrupted_note=resumable)
+    dab.set_defaults(interrupted_note=resumable, quiet_console=True)
     _common(dab, "dabench")
     dab.set_defaults(handler=run_dabench_command)
     aime = inner.add_parser("aime", help="AIME 2025 with the tool-use prompt: OR and Vote accuracy",
                             formatter_class=HelpFormatter)
-    aime.set_defaults(interrupted_note=resumable)
+    aime.set_defaults(interrupted_note=resumable, quiet_console=True)
     _common(aime, "aime")
     aime.set_defaults(handler=run_aime_command)
     ds = inner.add_parser("dsbench", help="DSBench data modeling: task success and RPG",
                           formatter_class=HelpFormatter)
-    ds.set_defaults(interrupted_note=resumable)
+    ds.set_defaults(interrupted_note=resumable, quiet_console=True)
     _common(ds, "dsbench")
     ds.add_argument("--tasks", nargs="+", help="task names (default: every task of tasks.json present under --data)")
     ds.add_argument("--tasks-json", type=Path, help="scoring metadata (default: the shared dsbench/tasks.json)")
@@ -164,6 +165,9 @@ def _failed(args: argparse.Namespace, out_dir: Path, exc: Exception, task_ids: l
     except Exception:  # the failure line matters more than the report
         log.exception("%s: could not rebuild the report", out_dir)
     print(f"jupiter bench: error: {failure.line(path)}", file=sys.stderr)
+    log_file = console_log.log_path()
+    if log_file is not None:
+        print(f"jupiter bench: what the backend and other programs printed: {log_file}", file=sys.stderr)
     return 1
 
 
@@ -198,6 +202,7 @@ def _run(args: argparse.Namespace, benchmark: str, data: Path | None, task_ids: 
         print_config(args, config)
         return 0
     out_dir = check_output_folder(_out_dir(args, benchmark))  # resumable, but it must be a writable folder
+    console_log.log_to(out_dir)  # other programs' output (vLLM's hints, warnings) ends in OUT/jupiter.log
     # DSBench scores each answer node's submission file: on Ray the workers read it from their sandboxes.
     ray_options = {"capture_file": "submission.csv"} if args.ray and benchmark == "dsbench" else {}
     try:

@@ -79,7 +79,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                        help="Ray cluster address (default: $RAY_ADDRESS, else a private local Ray)")
     batch.add_argument("--labels", type=Path, default=None, help="DABench label JSONL joined to the tasks by id")
     batch.add_argument("--workers", type=int, default=None, help="tree workers (default: what the cluster fits)")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, quiet_console=True)
     return parser
 
 

@@ -165,6 +165,8 @@ def test_a_backend_crash_in_aime_is_one_line_and_a_failure_record(bench_shared, 
     [line] = _error_lines(stderr)
     assert "the policy backend replay (--llm replay:crashing) failed" in line
     assert "RuntimeError: CPU Generator does not use offset" in line and "0 of 2 task(s) finished" in line
+    assert f"what the backend and other programs printed: {out / 'jupiter.log'}" in stderr  # its own words
+    assert (out / "jupiter.log").is_file()
     failure = json.loads((out / "failure.json").read_text())
     assert failure["source"] == "policy" and failure["cause"] == "RuntimeError: CPU Generator does not use offset"
     assert len(failure["unfinished"]) == 2 and failure["finished"] == []

@@ -1,4 +1,5 @@
-"""``jupiter solve`` shows the project's own lines; what other programs print goes to ``OUT/jupiter.log``.
+"""``jupiter solve`` and ``jupiter bench`` show the project's own lines; what other programs print goes to
+``OUT/jupiter.log``.
 
 Real processes: the command runs in a subprocess with the replay policy and the fork sandbox. A stand-in
 third-party library (``noisylib``, written to a temporary folder and imported before the CLI) makes the noise
@@ -59,6 +60,12 @@ NOISE = ("tcmalloc", "deprecated", "NUMA", "own handler's hint", "below Python",
 
 
 def solve(tmp_path: Path, *flags: str, verbose: bool = False, fail: bool = False) -> subprocess.CompletedProcess:
+    return jupiter(tmp_path, "solve", str(EXAMPLE), "--llm", f"replay:{REPLAY}", "--iterations", "4",
+                   "--expansions", "2", *flags, verbose=verbose, fail=fail)
+
+
+def jupiter(tmp_path: Path, *argv: str, verbose: bool = False, fail: bool = False) -> subprocess.CompletedProcess:
+    """``jupiter ARGV`` in a subprocess with ``noisylib`` imported first."""
     (tmp_path / "noisylib.py").write_text(NOISY_LIBRARY)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
     env["TMPDIR"] = str(tmp_path)  # where the log waits until the run folder exists
@@ -66,8 +73,7 @@ def solve(tmp_path: Path, *flags: str, verbose: bool = False, fail: bool = False
     if fail:
         env["NOISYLIB_FAIL"] = "1"
     code = "import sys, noisylib\nfrom jupiter.cli import main\nsys.exit(main(sys.argv[1:]))"
-    command = [sys.executable, "-c", code, *(["-v"] if verbose else []), "solve", str(EXAMPLE), "--llm",
-               f"replay:{REPLAY}", "--iterations", "4", "--expansions", "2", *flags]
+    command = [sys.executable, "-c", code, *(["-v"] if verbose else []), *argv]
     return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
 
 
@@ -111,3 +117,23 @@ def test_a_failure_shows_what_the_other_programs_printed(tmp_path: Path) -> None
     assert "noisylib: the engine's last words" in done.stderr  # the log's tail: nothing below Python is lost
     assert "jupiter.log" in done.stderr or "jupiter-" in done.stderr  # and where the whole log is
 
+
+
+def test_a_benchmark_run_keeps_its_console_to_the_table_and_its_log_in_the_run_folder(tmp_path: Path,
+                                                                                      dabench_dir: Path) -> None:
+    replay = tmp_path / "replay.json"
+    replay.write_text(json.dumps({"default": ["Thought: I know it.\nFormatted answer: @answer[1]"]}))
+    out = tmp_path / "run"
+    argv = ["bench", "dabench", "--data", str(dabench_dir), "--llm", f"replay:{replay}", "--limit", "2",
+            "--iterations", "2", "--expansions", "1", "--out", str(out)]
+    done = jupiter(tmp_path, *argv)
+    assert done.returncode == 0, done.stderr
+    console = done.stdout + done.stderr
+    assert not [word for word in NOISE if word in console], console
+    assert "ran 2 task(s)" in done.stdout and "2/2" in done.stderr  # its table and its progress bar
+    assert all(word in (out / "jupiter.log").read_text() for word in NOISE)
+
+    again = jupiter(tmp_path, *argv)  # a resumed run appends to the same log
+    assert again.returncode == 0, again.stderr
+    assert "skipped 2 already done" in again.stdout
+    assert (out / "jupiter.log").read_text().count("tcmalloc") == 2
