@@ -78,40 +78,42 @@ def collate(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tens
 
 def shared_prefix_groups(sequences: Sequence[Sequence[int]], max_group: int, min_shared: int
                          ) -> tuple[list[tuple[int, list[int]]], list[int]]:
-    """Split sequences into groups that start with the same tokens, for ``ValueModel.forward_shared_prefix``.
+    """Split sequences into groups that start with the same tokens, for ``ValueModel.forward_suffixes``.
 
     Returns (groups, rest): each group is (prefix length, indices) with at least 2 and at most ``max_group``
     members sharing their first ``prefix length`` (>= ``min_shared``) tokens, every member at least one token
-    longer than that; ``rest`` are the indices that share too little with any neighbour. Sorting the
-    sequences puts the ones with long common prefixes side by side (siblings share their parent's path, nodes
-    of one task the system and task turns); a group's common prefix is the smallest common prefix of its
-    neighbours.
+    longer than that; ``rest`` are the indices best run whole. Sorting the sequences puts the ones with long
+    common prefixes side by side (siblings share their parent's path, nodes of one task the system and task
+    turns, every path the system turn); the groups are the runs of that order that need the fewest tokens in
+    all (a group runs its prefix once and each member's rest), found exactly by dynamic programming. So the
+    children of two nodes stay two groups with their parents' paths, not one cut down to the system turn.
     """
     order = sorted(range(len(sequences)), key=lambda i: list(sequences[i]))
+    lengths = [len(sequences[i]) for i in order]
+    common = [_common_prefix(sequences[a], sequences[b]) for a, b in zip(order, order[1:])]
+    best = [0] * (len(order) + 1)  # best[i]: fewest tokens for the first i sequences of ``order``
+    split: list[tuple[int, int]] = [(0, 0)] * (len(order) + 1)  # (start of the last run, its shared prefix)
+    for end in range(1, len(order) + 1):
+        best[end], split[end] = best[end - 1] + lengths[end - 1], (end - 1, 0)
+        shared = lengths[end - 1] - 1
+        for begin in range(end - 2, max(-1, end - 1 - max_group), -1):
+            shared = min(shared, common[begin], lengths[begin] - 1)
+            if shared < min_shared:
+                break
+            cost = best[begin] + sum(lengths[begin:end]) - (end - begin - 1) * shared
+            if cost < best[end]:
+                best[end], split[end] = cost, (begin, shared)
     groups: list[tuple[int, list[int]]] = []
     rest: list[int] = []
-
-    def close(members: list[int], shared: int) -> None:
-        shared = min(shared, min(len(sequences[i]) for i in members) - 1)
-        if len(members) >= 2 and shared >= min_shared:
-            groups.append((shared, members))
+    end = len(order)
+    while end > 0:
+        begin, shared = split[end]
+        if end - begin >= 2:
+            groups.append((shared, order[begin:end]))
         else:
-            rest.extend(members)
-
-    members: list[int] = []
-    shared = 0
-    for index in order:
-        if members:
-            common = _common_prefix(sequences[members[-1]], sequences[index])
-            if len(members) < max_group and min(shared, common) >= min_shared:
-                members.append(index)
-                shared = min(shared, common)
-                continue
-            close(members, shared)
-        members, shared = [index], len(sequences[index])
-    if members:
-        close(members, shared)
-    return groups, rest
+            rest.append(order[begin])
+        end = begin
+    return groups[::-1], rest[::-1]
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

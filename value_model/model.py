@@ -15,9 +15,11 @@ safetensors) and ``value_head.safetensors``. Loading needs only this module, nev
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from value_model.config import ConfigError, ModelConfig
 __all__ = [
     "ValueHead",
     "ValueModel",
+    "PrefixState",
     "ModelLoadError",
     "resolve_backbone",
     "load_tokenizer",
@@ -138,11 +141,29 @@ class ValueHead(nn.Module):
         return torch.tanh(self.linear(self.dropout(features - self.center))).squeeze(-1)
 
 
+def _cache_nbytes(cache: Any) -> int:
+    """Bytes of the key and value tensors of a Hugging Face ``Cache`` (its ``layers``, transformers >= 4.56)."""
+    return sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values)
+               if t is not None)
+
+
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``hidden`` [B, T, H] over the real tokens (mask 1) → [B, H] in fp32 (padding never counts)."""
     mask = attention_mask.to(torch.float32).unsqueeze(-1)
     summed = (hidden.to(torch.float32) * mask).sum(dim=1)
     return summed / mask.sum(dim=1).clamp(min=1.0)
+
+
+@dataclass(frozen=True)
+class PrefixState:
+    """A path's first ``length`` tokens run through the backbone: their keys and values (a Hugging Face cache,
+    batch of one) and the sum of their last hidden states (fp32, [1, H]), which is all the mean pool of a longer
+    path needs of them. Made by ``ValueModel.encode_prefix``; never changed after (users copy the cache)."""
+
+    cache: Any
+    hidden_sum: torch.Tensor
+    length: int
+    nbytes: int = 0  # memory of the keys and values (Gemma 3 keeps at most its 512-token window on most layers)
 
 
 class ValueModel(nn.Module):
@@ -173,22 +194,41 @@ class ValueModel(nn.Module):
         out = self.decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         return self.head(mean_pool(out.last_hidden_state, attention_mask))
 
-    def forward_shared_prefix(self, prefix: torch.Tensor, suffixes: torch.Tensor, suffix_mask: torch.Tensor
-                              ) -> torch.Tensor:
-        """Values of B paths that all start with the same ``prefix`` tokens [L], each followed by its own
-        suffix (``suffixes`` [B, S], right-padded; ``suffix_mask`` [B, S], every row with at least one token).
+    def encode_prefix(self, tokens: torch.Tensor, start: PrefixState | None = None) -> PrefixState:
+        """The backbone's keys and values and summed last hidden states for ``tokens`` [L] (batch of one),
+        continuing from ``start`` when given (``start.length`` tokens of ``tokens`` already encoded; ``start``
+        itself is left as it was). What ``forward_suffixes`` needs to score paths that begin with ``tokens``.
+        """
+        length = int(tokens.shape[-1])
+        done = 0 if start is None else start.length
+        if done == length and start is not None:
+            return start
+        new = tokens[done:].view(1, -1)
+        cache = None if start is None else copy.deepcopy(start.cache)
+        positions = torch.arange(done, length, device=tokens.device)
+        out = self.decoder(input_ids=new, attention_mask=torch.ones((1, length), dtype=torch.long,
+                                                                    device=tokens.device),
+                           past_key_values=cache, use_cache=True, cache_position=positions,
+                           position_ids=positions.unsqueeze(0))
+        hidden_sum = out.last_hidden_state.to(torch.float32).sum(dim=1)  # [1, H]
+        if start is not None:
+            hidden_sum = hidden_sum + start.hidden_sum
+        return PrefixState(out.past_key_values, hidden_sum, length, _cache_nbytes(out.past_key_values))
 
-        The same numbers as ``forward`` on the whole paths, for a fraction of the work: the prefix runs once and
-        its keys and values serve every suffix (causal attention: a prefix token's states do not depend on
-        what follows), and the mean pool adds the prefix's summed hidden states to each suffix's. Sibling
-        nodes share their parent's whole path, and every node of a task shares the system and task turns.
+    def forward_suffixes(self, prefix: PrefixState, suffixes: torch.Tensor, suffix_mask: torch.Tensor
+                         ) -> torch.Tensor:
+        """Values of B paths that all start with the tokens ``prefix`` encodes, each followed by its own suffix
+        (``suffixes`` [B, S], right-padded; ``suffix_mask`` [B, S], every row with at least one token).
+        ``prefix`` is not changed, so it can serve later calls.
+
+        The same numbers as ``forward`` on the whole paths, for a fraction of the work: the prefix's keys and
+        values serve every suffix (causal attention: a prefix token's states do not depend on what follows), and
+        the mean pool adds the prefix's summed hidden states to each suffix's. Sibling nodes share their
+        parent's whole path, and every node of a task shares the system and task turns.
         """
         batch = suffixes.shape[0]
-        length = prefix.shape[-1]
-        head = self.decoder(input_ids=prefix.view(1, -1), attention_mask=torch.ones_like(prefix.view(1, -1)),
-                            use_cache=True)
-        prefix_sum = head.last_hidden_state.to(torch.float32).sum(dim=1)  # [1, H]
-        cache = head.past_key_values
+        length = prefix.length
+        cache = copy.deepcopy(prefix.cache)
         cache.batch_repeat_interleave(batch)
         positions = torch.arange(length, length + suffixes.shape[1], device=suffixes.device)
         mask = torch.cat([torch.ones((batch, length), dtype=suffix_mask.dtype, device=suffix_mask.device),
@@ -196,7 +236,7 @@ class ValueModel(nn.Module):
         out = self.decoder(input_ids=suffixes, attention_mask=mask, past_key_values=cache, use_cache=True,
                            cache_position=positions, position_ids=positions.unsqueeze(0).expand(batch, -1))
         weights = suffix_mask.to(torch.float32).unsqueeze(-1)
-        summed = prefix_sum + (out.last_hidden_state.to(torch.float32) * weights).sum(dim=1)
+        summed = prefix.hidden_sum + (out.last_hidden_state.to(torch.float32) * weights).sum(dim=1)
         return self.head(summed / (length + weights.sum(dim=1)))
 
     # ---------------------------------------------------------------- building

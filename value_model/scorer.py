@@ -10,6 +10,10 @@ A value that is not a finite number (NaN: e.g. an overflow in a bf16 forward pas
 clamped into [-1, 1] or replaced by a number: the search treats NaN as "no estimate". Such values are logged,
 counted (``CacheStats.invalid``) and not cached.
 
+Work is shared below the value cache too: paths of one call that begin alike run their common beginning once,
+and that beginning's keys and values are kept for later calls (``value_model.prefix_cache``), so a node's
+children continue from its path instead of running it again.
+
 The class has a plain constructor, so it can also be a Ray actor: ``ray.remote(ValueScorer).remote(dir)``.
 """
 
@@ -28,6 +32,7 @@ import torch
 from jupiter.prompts import Message
 from value_model.data import collate, shared_prefix_groups, sorted_batches
 from value_model.model import ValueModel, load_tokenizer, pick_device
+from value_model.prefix_cache import DEFAULT_PREFIX_CACHE_MB, PrefixCache
 from value_model.truncate import path_key, prepare_path
 
 __all__ = ["ValueScorer", "CacheStats"]
@@ -41,6 +46,9 @@ class CacheStats:
     misses: int
     size: int
     invalid: int = 0  # scored paths whose value was not a finite number (returned as NaN)
+    prefixes: int = 0  # encoded path beginnings kept for later calls (``PrefixCache``)
+    prefix_tokens_reused: int = 0  # tokens a kept beginning saved from being run again
+    tokens_run: int = 0  # tokens the backbone ran (padding not counted)
 
 
 class ValueScorer:
@@ -48,11 +56,14 @@ class ValueScorer:
 
     def __init__(self, model_dir: str | Path, device: str | None = None, batch_size: int = 8,
                  cache_size: int = 100_000, backbone: str | None = None, sort_by_length: bool = True,
-                 share_prefix: bool = True, min_shared_tokens: int = 32) -> None:
+                 share_prefix: bool = True, min_shared_tokens: int = 32,
+                 prefix_cache_mb: float = DEFAULT_PREFIX_CACHE_MB) -> None:
         if batch_size <= 0:
             raise ValueError(f"ValueScorer.batch_size: must be > 0, got {batch_size!r}")
         if cache_size < 0:
             raise ValueError(f"ValueScorer.cache_size: must be >= 0, got {cache_size!r}")
+        if prefix_cache_mb < 0:
+            raise ValueError(f"ValueScorer.prefix_cache_mb: must be >= 0, got {prefix_cache_mb!r}")
         self.device = pick_device(device)
         self.model = ValueModel.load(model_dir, backbone=backbone, device=self.device)
         self.model.eval()
@@ -65,6 +76,9 @@ class ValueScorer:
         self.share_prefix = share_prefix
         self.min_shared_tokens = max(1, min_shared_tokens)
         self._cache_size = cache_size
+        self.prefix_cache = PrefixCache(int(prefix_cache_mb * 2**20))
+        self._prefix_tokens_reused = 0
+        self._tokens_run = 0
         self._cache: OrderedDict[str, float] = OrderedDict()
         self._hits = 0
         self._misses = 0
@@ -109,24 +123,36 @@ class ValueScorer:
 
     @torch.inference_mode()
     def score_token_ids(self, sequences: Sequence[Sequence[int]]) -> list[float]:
-        """Score already-encoded paths (no cache), in input order: values in [-1, 1], or NaN where the model's
+        """Score already-encoded paths (no value cache), in input order: values in [-1, 1], or NaN where the model's
         output is not a finite number (``clamp`` would keep NaN but turn an infinity into ±1: never a number
         the search would trust).
 
         Paths that start with the same tokens (``share_prefix``, at least ``min_shared_tokens`` of them) are
-        scored as groups whose common prefix runs once (``ValueModel.forward_shared_prefix``): the K children
+        scored as groups whose common prefix runs once (``ValueModel.encode_prefix`` and ``forward_suffixes``): the K children
         of a node share its whole path and all nodes of a task the system and task turns, so most of each
-        path's tokens are computed once per group instead of once per path.
+        path's tokens are computed once per group instead of once per path. A group's encoded beginning is kept
+        for later calls (``PrefixCache``, up to ``prefix_cache_mb`` of keys and values; 0: off): the next
+        expansion below a child continues from its parent's path, and a lone path whose beginning is kept runs
+        only past it.
         """
         values = [0.0] * len(sequences)
         if self.share_prefix:
             groups, rest = shared_prefix_groups(sequences, self.batch_size, self.min_shared_tokens)
+            groups += self._kept_singles(sequences, rest)
+            kept = {i for _, members in groups for i in members}
+            rest = [i for i in rest if i not in kept]
         else:
             groups, rest = [], list(range(len(sequences)))
         for shared, members in groups:
-            prefix = torch.tensor(sequences[members[0]][:shared], dtype=torch.long, device=self.device)
+            tokens = sequences[members[0]][:shared]
+            start = self.prefix_cache.longest(tokens, shared)
+            self._prefix_tokens_reused += 0 if start is None else start.length
+            prefix = self.model.encode_prefix(torch.tensor(tokens, dtype=torch.long, device=self.device), start)
             suffixes, mask = collate([sequences[i][shared:] for i in members], self.pad_id)
-            out = self.model.forward_shared_prefix(prefix, suffixes.to(self.device), mask.to(self.device))
+            out = self.model.forward_suffixes(prefix, suffixes.to(self.device), mask.to(self.device))
+            self._tokens_run += shared - (0 if start is None else start.length) + int(mask.sum())
+            if bool(torch.isfinite(prefix.hidden_sum).all()):
+                self.prefix_cache.add(tokens, prefix)
             self._keep(values, members, out)
         lengths = [len(sequences[i]) for i in rest]
         if self.sort_by_length:
@@ -135,8 +161,19 @@ class ValueScorer:
             batches = [rest[i:i + self.batch_size] for i in range(0, len(rest), self.batch_size)]
         for batch in batches:
             input_ids, mask = collate([sequences[i] for i in batch], self.pad_id)
+            self._tokens_run += int(mask.sum())
             self._keep(values, batch, self.model(input_ids.to(self.device), mask.to(self.device)))
         return values
+
+    def _kept_singles(self, sequences: Sequence[Sequence[int]], rest: Sequence[int]) -> list[tuple[int, list[int]]]:
+        """Groups of one for the paths in ``rest`` whose beginning an earlier call encoded (a node's parent path,
+        its task's turns): only the part past it runs."""
+        singles = []
+        for i in rest:
+            kept = self.prefix_cache.longest(sequences[i], len(sequences[i]) - 1)
+            if kept is not None and kept.length >= self.min_shared_tokens:
+                singles.append((kept.length, [i]))
+        return singles
 
     @staticmethod
     def _keep(values: list[float], indices: Sequence[int], out: torch.Tensor) -> None:
@@ -154,8 +191,12 @@ class ValueScorer:
             self._cache.popitem(last=False)
 
     def cache_stats(self) -> CacheStats:
-        return CacheStats(hits=self._hits, misses=self._misses, size=len(self._cache), invalid=self._invalid)
+        return CacheStats(hits=self._hits, misses=self._misses, size=len(self._cache), invalid=self._invalid,
+                          prefixes=len(self.prefix_cache), prefix_tokens_reused=self._prefix_tokens_reused,
+                          tokens_run=self._tokens_run)
 
     def clear_cache(self) -> None:
+        """Forget every value and every kept path beginning."""
         with self._lock:
             self._cache.clear()
+            self.prefix_cache.clear()

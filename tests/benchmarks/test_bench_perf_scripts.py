@@ -80,6 +80,46 @@ def test_value_scoring_compares_whole_paths_with_shared_prefixes() -> None:
     assert shared["computed_tokens"] < shared["real_tokens"] == rows[True, False]["computed_tokens"]
 
 
+def _scored_tree(task_id: str, seed: int):
+    """A small tree whose live steps carry value estimates, as a ``--value-model`` run saves them."""
+    import random
+
+    from jupiter.task import Task
+    from search.tree import NodeStatus, Tree
+
+    rng = random.Random(seed)
+    tree = Tree(Task(id=task_id, question=f"What is the mean fare of table {task_id}?", format="@mean[value]",
+                     files=()))
+    parent = tree.root
+    for depth in range(3):
+        children = [tree.add_child(parent, thought=f"Step {depth}: look at column {rng.randint(0, 9)}.",
+                                   code=f"print(df.iloc[:, {k}].describe())", status=NodeStatus.CODE_OK,
+                                   observation="\n".join(f"{rng.random():.4f}" for _ in range(8)))
+                    for k in range(3)]
+        for child in children:
+            child.evaluation = 0.0
+        parent = children[0]
+    return tree
+
+
+@pytest.mark.slow
+def test_value_replay_runs_a_runs_calls_with_and_without_kept_beginnings(tmp_path: Path) -> None:
+    from search.tree_io import save_tree
+    from value_model.config import ModelConfig
+    from value_model.model import ValueModel, resolve_backbone
+
+    for task_id, seed in (("a", 0), ("b", 1)):
+        save_tree(_scored_tree(task_id, seed), tmp_path / "run" / "trees" / f"{task_id}.json")
+    ValueModel.create(ModelConfig(backbone=resolve_backbone("default"), max_tokens=512), device="cpu").save(
+        tmp_path / "model")
+    result = _run("value_replay.py", str(tmp_path / "run"), "--model", str(tmp_path / "model"), "--in-flight", "2")
+    assert (result["calls"], result["states"]) == (3, 18)  # 3 expansions of 2 trees a call, 3 children each
+    without, kept = result["passes"]
+    assert without["prefix_tokens_reused"] == 0 and kept["prefix_tokens_reused"] > 0
+    assert kept["tokens_run"] < without["tokens_run"] < result["path_tokens"]
+    assert result["max_abs_diff"] < 1e-4 and kept["speedup"] > 0
+
+
 @pytest.mark.slow
 def test_policy_throughput_times_one_call_per_batch_on_one_load() -> None:
     result = _run("policy_throughput.py", "--backends", "hf", "--prompts", "1,2", "--n", "2", "--max-tokens", "4",

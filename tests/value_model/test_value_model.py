@@ -146,6 +146,68 @@ def test_paths_sharing_a_prefix_score_as_whole_paths(scorer) -> None:
     assert len({round(v, 5) for v in whole}) == len(whole)
 
 
+def test_a_later_call_continues_from_the_path_an_earlier_call_encoded(scorer) -> None:
+    """Three expansions of one tree, one call each: the children's common beginning is kept, the next call's
+    children start from it, and a lone grandchild runs only its own turn; every value is the whole path's,
+    past the sliding window too, and a kept beginning is not changed by being used."""
+    generator = torch.Generator().manual_seed(1)
+
+    def turn(first: int, n: int) -> list[int]:  # distinct first tokens: siblings diverge at once
+        return [first] + torch.randint(10, 5000, (n - 1,), generator=generator).tolist()
+
+    task = turn(7, 600)
+    children = [task + turn(5001 + i, 100) for i in range(3)]
+    grandchildren = [children[0] + turn(5101 + i, 80) for i in range(3)]
+    lone = [grandchildren[1] + turn(5201, 60)]
+    calls = [children, grandchildren, lone, grandchildren]
+    try:
+        scorer.share_prefix = False
+        whole = [scorer.score_token_ids(call) for call in calls]
+        scorer.share_prefix = True
+        scorer.clear_cache()
+        kept, reused, run = [], [], []
+        for call in calls:
+            before = scorer.cache_stats()
+            kept.append(scorer.score_token_ids(call))
+            reused.append(scorer.cache_stats().prefix_tokens_reused - before.prefix_tokens_reused)
+            run.append(scorer.cache_stats().tokens_run - before.tokens_run)
+    finally:
+        scorer.share_prefix = True
+    for values, expected in zip(kept, whole):
+        assert values == pytest.approx(expected, abs=1e-5)
+    # from nothing; from the task's 600 tokens; from the grandchildren's parent path (700 tokens); the
+    # grandchildren again, now from their parent path
+    assert reused == [0, 600, 700, 700]
+    assert run == [600 + 3 * 100, 100 + 3 * 80, 60 + 80, 3 * 80]  # each token once, apart from call 3's parent turn
+    assert scorer.cache_stats().prefixes == 2
+
+
+def test_kept_beginnings_are_bounded_in_bytes_and_found_by_longest_match() -> None:
+    from value_model.model import PrefixState
+    from value_model.prefix_cache import PrefixCache
+
+    def state(n: int) -> PrefixState:  # 1 byte a token here
+        return PrefixState(cache=None, hidden_sum=torch.zeros(1, 4), length=n, nbytes=n)
+
+    kept = PrefixCache(budget_bytes=10)
+    kept.add([1, 2, 3], state(3))
+    kept.add([1, 2, 3, 4, 5], state(5))
+    assert kept.longest([1, 2, 3, 4, 5, 6], limit=6).length == 5
+    assert kept.longest([1, 2, 3, 4, 5, 6], limit=4).length == 3  # at most ``limit`` tokens
+    assert kept.longest([1, 2, 9], limit=3) is None
+    kept.add([1, 2, 3], state(3))  # already kept: only refreshed, so [1..5] is now the oldest
+    kept.add([7, 8, 9], state(3))  # 11 bytes > 10: the least recently used goes
+    assert (len(kept), kept.nbytes) == (2, 6)
+    assert kept.longest([1, 2, 3, 4, 5], limit=5).length == 3
+    kept.add(list(range(11)), state(11))  # larger than the whole budget: not kept
+    assert kept.nbytes == 6
+    off = PrefixCache(budget_bytes=0)
+    off.add([1, 2, 3], state(3))
+    assert len(off) == 0 and off.longest([1, 2, 3, 4], limit=4) is None
+    with pytest.raises(ValueError, match="budget_bytes"):
+        PrefixCache(budget_bytes=-1)
+
+
 def test_shared_prefix_groups() -> None:
     from value_model.data import shared_prefix_groups
 
@@ -157,6 +219,13 @@ def test_shared_prefix_groups() -> None:
     assert [len(m) for _, m in groups] == [2, 2] and rest == [1]
     assert shared_prefix_groups(sequences, max_group=8, min_shared=5) == ([(5, [4, 0, 2])], [3, 1])
     assert shared_prefix_groups([], 8, 3) == ([], [])
+    # two tasks' children side by side, sharing only a 3-token system turn: two groups with their parents'
+    # paths, not one cut down to the system turn
+    system, one, two = [1, 1, 1], [2] * 10, [3] * 10
+    sequences = [system + one + [4], system + one + [5], system + two + [6], system + two + [7], system + two + [8]]
+    assert shared_prefix_groups(sequences, max_group=8, min_shared=3) == ([(13, [0, 1]), (13, [2, 3, 4])], [])
+    # a lone path beside them (its siblings were duplicates, scored once) runs whole and leaves the group be
+    assert shared_prefix_groups(sequences[1:], max_group=8, min_shared=3) == ([(13, [1, 2, 3])], [0])
 
 
 def test_cache_and_input_order(scorer) -> None:
