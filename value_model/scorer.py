@@ -123,14 +123,14 @@ class ValueScorer:
 
     @torch.inference_mode()
     def score_token_ids(self, sequences: Sequence[Sequence[int]]) -> list[float]:
-        """Score already-encoded paths (no value cache), in input order: values in [-1, 1], or NaN where the model's
-        output is not a finite number (``clamp`` would keep NaN but turn an infinity into ±1: never a number
-        the search would trust).
+        """Score already-encoded paths (no value cache), in input order: values in [-1, 1], or NaN where the
+        model's output is not a finite number (``clamp`` would keep NaN but turn an infinity into ±1: never a
+        number the search would trust).
 
         Paths that start with the same tokens (``share_prefix``, at least ``min_shared_tokens`` of them) are
-        scored as groups whose common prefix runs once (``ValueModel.encode_prefix`` and ``forward_suffixes``): the K children
-        of a node share its whole path and all nodes of a task the system and task turns, so most of each
-        path's tokens are computed once per group instead of once per path. A group's encoded beginning is kept
+        scored as groups whose common prefix runs once (``ValueModel.encode_prefix``, then ``forward_suffixes``):
+        the K children of a node share its whole path and all nodes of a task the system and task turns, so most
+        of each path's tokens are computed once per group instead of once per path. A group's encoded beginning is kept
         for later calls (``PrefixCache``, up to ``prefix_cache_mb`` of keys and values; 0: off): the next
         expansion below a child continues from its parent's path, and a lone path whose beginning is kept runs
         only past it.
