@@ -3,8 +3,8 @@
 The search asks for values one expansion at a time: the K children of a node share their parent's whole path,
 and the next expansion below one of them shares that path again, plus one turn. ``ValueModel.encode_prefix``
 turns a group's common beginning into keys, values and a hidden-state sum; kept here, the next call continues
-from the longest beginning it finds instead of running the path from its first token (on the value-model runs'
-trees of docs/benchmarks.md, 45 % fewer tokens than sharing within a call alone).
+from the longest beginning it finds instead of running the path from its first token (on the value calls of the
+seed-1 value-model run of docs/benchmarks.md, 39 % fewer tokens than sharing within a call alone; docs/value_model.md).
 
 Entries are dropped least recently used first once their keys and values pass ``budget_bytes`` (0 turns the
 cache off). A token's keys and values take 2 · layers · kv_heads · head_dim numbers: 36 KB in fp32 on Gemma 3
