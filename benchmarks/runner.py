@@ -1,9 +1,11 @@
 """The run loop shared by every benchmark: tasks in, one result line per finished task out, resumable.
 
 A run is a folder: ``run.json`` (what was run), ``results.jsonl`` (one line per task, written the moment its
-tree finishes), ``trees/<id>.json`` (optional), then the report files. The loop skips the ids already in
-``results.jsonl``, hands the rest to the batched driver (``search.driver.solve_many``: many trees share each
-policy call) or to the Ray driver, and streams results to disk as they come.
+tree finishes), ``trees/<id>.json`` (optional), ``checkpoints/<id>.json`` (each tree in flight, as it grows; removed when the
+tree finishes), then the report files. The loop skips the ids already in ``results.jsonl``, hands the rest to
+the batched driver (``search.driver.solve_many``: many trees share each policy call) or to the Ray driver, and
+streams results to disk as they come. A rerun after a kill continues each checkpointed tree where it was saved
+(``search.checkpoints``), so a run longer than one sitting loses at most half a minute of every tree.
 
 When the invocation dies (the policy backend crashed, a server went away), ``failure.json`` records the error
 and which tasks finished and which did not (``benchmarks.records.RunFailure``), the exception goes on to the
@@ -27,9 +29,13 @@ from jupiter.task import Task
 
 from benchmarks.records import (FAILURE_FILE, FailureSource, ResultsLog, RunFailure, TaskRecord, clear_failure,
                                 write_failure)
+from search.checkpoints import DEFAULT_EVERY_S, TreeCheckpoints
 from search.loaders import sandbox_config, sandbox_factory
 
-__all__ = ["RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailableError", "write_run_info",
+#: the run folder's sub-folder of half-searched trees
+CHECKPOINTS = "checkpoints"
+
+__all__ = ["CHECKPOINTS", "RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailableError", "write_run_info",
            "record_failure", "describe_backend"]
 
 log = logging.getLogger(__name__)
@@ -51,6 +57,8 @@ class RunOptions:
     progress: bool = True  # a tqdm bar on stderr
     save_trees: bool = True  # trees/<id>.json for each task
     ray: bool = False
+    checkpoints: bool = True  # checkpoints/<id>.json for each tree in flight, continued by a rerun (not with Ray)
+    checkpoint_every_s: float = DEFAULT_EVERY_S  # a tree's checkpoint is rewritten at most this often
 
 
 @dataclass
@@ -184,10 +192,11 @@ def run_loop(
     """Solve every task not yet in ``results.jsonl``; append each record as its tree finishes.
 
     ``to_record(result, task)`` turns a ``SearchResult`` into the task's line (benchmark-specific fields);
-    ``make_sandbox`` defaults to a sandbox with ``config``'s settings. Interrupting (Ctrl-C) loses only the
-    trees in flight; rerunning resumes. A tree the driver ended early (``result.interrupted``) is not a
-    finished task: it is not recorded (a rerun searches it again), and once the driver has handed back every
-    tree the ``KeyboardInterrupt`` is raised again for the caller. Any other exception (a dead policy backend)
+    ``make_sandbox`` defaults to a sandbox with ``config``'s settings. With ``options.checkpoints`` (and not
+    Ray) every tree in flight is saved as it grows and a rerun continues it; without, interrupting loses the
+    trees in flight. A tree the driver ended early (``result.interrupted``) is not a finished task: it is not
+    recorded but checkpointed (a rerun continues it), and once the driver has handed back every tree the
+    ``KeyboardInterrupt`` is raised again for the caller. Any other exception (a dead policy backend)
     goes to the caller, which records it (``record_failure``); a later call that finishes every task removes
     that record.
     """
@@ -209,14 +218,19 @@ def run_loop(
 
         bar = tqdm(total=len(tasks), initial=outcome.skipped, desc=benchmark, unit="task", dynamic_ncols=True)
     interrupted: list[str] = []
+    checkpoints = (TreeCheckpoints(options.out_dir / CHECKPOINTS, options.checkpoint_every_s)
+                   if options.checkpoints and not options.ray else None)
+    hooks = {} if checkpoints is None else {"on_update": checkpoints.on_update, "resume": checkpoints.load}
     try:
-        for result in solve(pending, policy, make_sandbox, config, value, seed=options.seed):
+        for result in solve(pending, policy, make_sandbox, config, value, seed=options.seed, **hooks):
             task = by_id.get(str(result.task_id))
             if task is None:
                 log.warning("the driver returned an unknown task id %r", result.task_id)
                 continue
             if result.interrupted:
                 interrupted.append(task.id)
+                if checkpoints is not None and result.tree is not None:
+                    checkpoints.save(task.id, result.tree, result.stats)
                 continue
             record = to_record(result, task)
             results.append(record)
@@ -224,6 +238,8 @@ def run_loop(
                 from search.tree_io import save_tree
 
                 save_tree(result.tree, options.out_dir / "trees" / f"{_safe_name(task.id)}.json")
+            if checkpoints is not None:
+                checkpoints.discard(task.id)
             outcome.ran += 1
             outcome.failed += record.error is not None
             outcome.records.append(record)
@@ -235,8 +251,9 @@ def run_loop(
             bar.close()
         outcome.seconds = time.perf_counter() - started
     if interrupted:
-        log.warning("interrupted: %d unfinished task(s) not recorded (%s); a rerun searches them again",
-                    len(interrupted), ", ".join(interrupted[:5]))
+        again = "continues them from their checkpoints" if checkpoints is not None else "searches them again"
+        log.warning("interrupted: %d unfinished task(s) not recorded (%s); a rerun %s",
+                    len(interrupted), ", ".join(interrupted[:5]), again)
         raise KeyboardInterrupt
     if results.done_ids >= {t.id for t in tasks}:
         clear_failure(options.out_dir)

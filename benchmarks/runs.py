@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -329,8 +329,9 @@ def run_dsbench(
     capture = SubmissionCapture()
     inner = make_sandbox or sandbox_factory(sandbox_config(config))
     by_name = {s.name: s for s in data.specs}
+    # no checkpoints: the submission files of a tree's earlier nodes live in this process's capture only
     return run_loop(tasks, benchmark="dsbench", policy=policy, make_sandbox=lambda: CapturingSandbox(inner(), capture),
-                    config=config, value=value, options=options, solver=solver,
+                    config=config, value=value, options=replace(options, checkpoints=False), solver=solver,
                     to_record=lambda result, task: _dsbench_record(result, by_name[task.id], data, capture))
 
 

@@ -442,6 +442,21 @@ class Sandbox:
                     self._disk[child.id] = self._disk.get(parent.id, 0)
         return child
 
+    def _restore(self, parent: State, cells: tuple[str, ...]) -> State:
+        """A state recorded as ``parent`` + ``cells`` with no runtime yet: ``_ensure_live`` rebuilds it by replay
+        (exactly how an evicted state comes back)."""
+        for code in cells:
+            if not isinstance(code, str):
+                raise TypeError(f"State.restore: cells must be str, got {type(code).__name__}")
+        with parent._lock:
+            self._check_open()
+            parent._check_open()
+            history = parent._history + tuple(CellRecord(next(self._cell_uids), code) for code in cells)
+            state = State(self, next(self._ids), self.layout.new_state_dir(), history, parent, parent._root_info)
+            with self._lock:
+                self._states[state.id] = state
+        return state
+
     def _over_disk_quota(self, state: State) -> str | None:
         """Measure ``state``'s workspace; the reason when the sandbox's workspaces together pass the quota."""
         size = tree_bytes(state._workspace)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from sandbox.execution import Execution
 from sandbox.workspace import read_state_file
@@ -63,6 +63,15 @@ class State:
     def branch(self) -> "State":
         """An independent child state: a copy of this namespace and of this working directory."""
         return self._sandbox._branch(self)
+
+    def restore(self, cells: "Sequence[str]") -> "State":
+        """A descendant of this state that ran ``cells`` after it, built lazily: nothing runs now; its first
+        ``run`` or ``branch`` replays the cells in a fork of this state (or of the nearest live ancestor).
+
+        Why: a search whose process died saved its tree but not its live states; resuming it needs a state for
+        every leaf still to expand, and most are never expanded again, so only those that are pay the replay.
+        """
+        return self._sandbox._restore(self, tuple(cells))
 
     def read_file(self, name: str) -> bytes:
         """Bytes of a file in this state's working directory (e.g. ``submission.csv``)."""

@@ -15,6 +15,7 @@ unfinished nodes and ends every active tree the same way, so what was searched i
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -27,6 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 from jupiter.prompts import Message
 from jupiter.task import Task
 
+from search.checkpoints import SavedSearch
 from search.config import BackupRule, Mode, SearchConfig
 from search.evaluate import fixed_value, needs_value_model
 from search.expand import (REPEAT_TEMPERATURE, apply_execution, apply_malformed, check_limits, classify_reply,
@@ -79,14 +81,19 @@ def tie_break_key(seed: int, task: Task) -> str:
 
 
 class _TreeRun:
-    """The driver's bookkeeping for one tree (private; lives only inside ``solve_many``)."""
+    """The driver's bookkeeping for one tree (private; lives only inside ``solve_many``).
 
-    def __init__(self, task: Task, seed: int) -> None:
+    ``saved``: a half-searched tree to continue (``search.checkpoints``); its counters go on from theirs.
+    """
+
+    def __init__(self, task: Task, seed: int, saved: SavedSearch | None = None) -> None:
         self.task = task
-        self.tree = Tree(task)
+        self.tree = Tree(task) if saved is None else saved.tree
         self.rng = random.Random(tie_break_key(seed, task))
-        self.stats = SearchStats()
-        self.started = time.perf_counter()
+        self.stats = SearchStats() if saved is None else dataclasses.replace(saved.stats,
+                                                                            resumes=saved.stats.resumes + 1)
+        self.started = time.perf_counter() - self.stats.wall_seconds
+        self.resumed = saved is not None
         self.sandbox: Any = None
         self.opened = False  # the sandbox was asked for (it may have failed: then ``error`` says why)
         self.done = False
@@ -235,6 +242,32 @@ def _open(run: _TreeRun, factory: Callable[[], SandboxLike], config: SearchConfi
         run.task = run.task.replace(setup_output=setup.observation())
         run.tree.task = run.task
         run.tree.root.execution, run.tree.root.outputs = setup, list(setup.outputs)  # for the exported notebook
+    if run.resumed:
+        _restore_states(run.tree)
+
+
+def recorded_cells(node: Node) -> list[str]:
+    """The cells a sandbox recorded on the way to ``node``'s state: those that ran to the end, with or without
+    an error (a cell stopped by a limit ends its branch, and a reply without code runs nothing)."""
+    return [n.code for n in node.path()[1:]
+            if n.code is not None and n.status in (NodeStatus.CODE_OK, NodeStatus.CODE_ERROR)]
+
+
+def _restore_states(tree: Tree) -> None:
+    """Give every leaf a resumed tree may still expand a state: recorded, rebuilt by replay on first use
+    (``State.restore``); a sandbox without ``restore`` replays the cells now, in a branch of the root."""
+    root_state = tree.root.state
+    for node in tree.nodes[1:]:
+        if not node.expandable:
+            continue
+        cells = recorded_cells(node)
+        restore = getattr(root_state, "restore", None)
+        if callable(restore):
+            node.state = restore(cells)
+            continue
+        node.state = root_state.branch()
+        for code in cells:
+            node.state.run(code)
 
 
 def _states_per_tree(config: SearchConfig) -> int:
@@ -260,7 +293,8 @@ def _trees_in_flight(runs: list[_TreeRun], config: SearchConfig) -> int | None:
 
 
 def _admit(active: list[_TreeRun], queue: Iterator[Task], seed: int, config: SearchConfig,
-           stop: Callable[[str], bool] | None, open_now: Callable[[_TreeRun], None]) -> list[_TreeRun]:
+           stop: Callable[[str], bool] | None, open_now: Callable[[_TreeRun], None],
+           resume: Callable[[Task], SavedSearch | None] | None = None) -> list[_TreeRun]:
     """The queued trees that may start now (not yet opened, except the first one when it is opened to learn how
     many trees the memory holds: ``open_now``)."""
     admitted: list[_TreeRun] = []
@@ -271,7 +305,7 @@ def _admit(active: list[_TreeRun], queue: Iterator[Task], seed: int, config: Sea
         item = next(queue, None)
         if item is None:
             break
-        run = _TreeRun(item, seed)
+        run = _TreeRun(item, seed, resume(item) if resume is not None else None)
         if stop is not None and stop(run.task.id):
             run.done = run.interrupted = True
         admitted.append(run)
@@ -532,9 +566,11 @@ def _finish(run: _TreeRun, config: SearchConfig, value: Value | None, pool: _San
 
 
 def _notify(on_update: Callable[[TreeUpdate], None] | None, run: _TreeRun, nodes: list[Node]) -> None:
-    """Tell the caller about a tree's new nodes; a failing callback is logged, never fatal to the search."""
+    """Tell the caller about a tree's new nodes (its counters current, wall time included); a failing callback
+    is logged, never fatal to the search."""
     if on_update is None or not nodes:
         return
+    run.stats.wall_seconds = time.perf_counter() - run.started
     try:
         on_update(TreeUpdate(run.task.id, run.tree, tuple(nodes), run.stats))
     except Exception:
@@ -561,6 +597,7 @@ def solve_many(
     close_sandboxes: bool = True,
     on_update: Callable[[TreeUpdate], None] | None = None,
     stop: Callable[[str], bool] | None = None,
+    resume: Callable[[Task], SavedSearch | None] | None = None,
 ) -> Iterator[SearchResult]:
     """Search every task, ``config.max_trees_in_flight`` trees at a time (fewer when the sandboxes' memory
     budget holds fewer: ``config.fit_trees_to_memory``); yield each result as it finishes.
@@ -581,6 +618,10 @@ def solve_many(
     before a queued tree opens: True ends that tree at once, decided over what it has, ``interrupted`` set. A
     ``KeyboardInterrupt`` during a step drops that step's unfinished nodes, ends every active tree that way,
     yields them, and ends the iteration (it is not re-raised: the caller sees ``interrupted`` results).
+
+    ``resume(task)`` is asked as each task is admitted: a ``SavedSearch`` (``search.checkpoints``) makes the
+    tree continue from it, its leaves' states rebuilt by replay when they are expanded; its first
+    ``on_update`` names all its nodes.
     """
     queue = _Queue(tasks)
     sandboxes = _SandboxPool(sandbox_factory)
@@ -595,13 +636,14 @@ def solve_many(
     try:
         while True:
             admitted = _admit(active, queue, seed, config, stop,
-                              lambda r: pool.submit(_open, r, open_tree, config).result())
+                              lambda r: pool.submit(_open, r, open_tree, config).result(), resume)
             list(pool.map(lambda r: _open(r, open_tree, config),
                           [r for r in admitted if not r.done and not r.opened]))
             if queue.dry:
                 sandboxes.close_idle()
             for run in admitted:
-                _notify(on_update, run, [run.tree.root] if run.sandbox is not None else [])
+                opened = run.tree.nodes if run.resumed else [run.tree.root]
+                _notify(on_update, run, opened if run.sandbox is not None else [])
             active.extend(admitted)
             if not active:
                 return
@@ -660,11 +702,14 @@ def run_search(
     on_step: Callable[[DriverStep], None] | None = None,
     on_update: Callable[[TreeUpdate], None] | None = None,
     stop: Callable[[str], bool] | None = None,
+    saved: SavedSearch | None = None,
 ) -> SearchResult:
     """Search one task in ``sandbox`` (which the caller owns and closes): the driver with one tree.
 
-    With ``stop`` or a Ctrl-C the result comes back early with ``interrupted`` set (see ``solve_many``).
+    With ``stop`` or a Ctrl-C the result comes back early with ``interrupted`` set (see ``solve_many``);
+    ``saved`` continues a half-searched tree (``search.checkpoints``).
     """
     results = list(solve_many([task], policy, lambda: sandbox, config, value, seed=seed, on_step=on_step,
-                              close_sandboxes=False, on_update=on_update, stop=stop))
+                              close_sandboxes=False, on_update=on_update, stop=stop,
+                              resume=None if saved is None else lambda _task: saved))
     return results[0]

@@ -41,6 +41,7 @@ class SearchStats:
     model_failures: int = 0
     code_errors: int = 0
     answers: int = 0
+    resumes: int = 0  # how often the tree was continued from a checkpoint after its run was stopped
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

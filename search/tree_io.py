@@ -277,14 +277,16 @@ def _node_records(data: Any, where: str) -> list[dict[str, Any]]:
     return records
 
 
-def tree_from_dict(data: Any, where: str = "tree") -> Tree:
-    """Build a Tree from our layout (either version) or the paper's (recognised by ``format``)."""
+def tree_from_dict(data: Any, where: str = "tree", task: Task | None = None) -> Tree:
+    """Build a Tree from our layout (either version) or the paper's (recognised by ``format``).
+
+    ``task``: the tree's task as the caller already has it (a resumed search), instead of the stored one.
+    """
     records = _node_records(data, where)
     header = data if isinstance(data, dict) and data.get("format") == FORMAT else next(
         (r for r in records if r.get("format") == FORMAT), None)
     ours = header is not None
-    task: Task | None = None
-    if header is not None and header.get("task"):
+    if task is None and header is not None and header.get("task"):
         task = task_from_record(header["task"], [Path.cwd()], where=f"{where}: task")
     images = header.get("images") if header is not None else None
     images = images if isinstance(images, dict) else {}

@@ -32,6 +32,7 @@ from benchmarks.paths import default_data_dir
 from jupiter.llm import PolicyError, load_policy
 from jupiter.llm.base import BasePolicy
 from search import ConfigError
+from search.checkpoints import DEFAULT_EVERY_S
 from search.loaders import load_value
 
 __all__ = ["add_parser"]
@@ -43,6 +44,16 @@ BENCH_DEFAULTS: dict[str, dict[str, Any]] = {
     "aime": {},
     "dsbench": {"iterations": 50, "max_depth": 25},
 }
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more seconds")
+    return value
 
 
 def _common(parser: argparse.ArgumentParser, benchmark: str) -> None:
@@ -58,6 +69,9 @@ def _common(parser: argparse.ArgumentParser, benchmark: str) -> None:
     parser.add_argument("--out", type=Path, help="run folder (default: runs/<benchmark>-<mode>-<time>)")
     parser.add_argument("--ray", action="store_true", help="run the trees on Ray (search.ray_driver)")
     parser.add_argument("--no-trees", action="store_true", help="do not save trees/<id>.json")
+    parser.add_argument("--checkpoint-every", type=_seconds, default=DEFAULT_EVERY_S, metavar="SECONDS",
+                        help="save each tree in flight to checkpoints/<id>.json at most this often (0: every step), "
+                             "so that a rerun after a kill continues it")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -65,7 +79,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("bench", help="run a benchmark (DABench, AIME 2025, DSBench) or compare runs",
                                    description=__doc__, formatter_class=HelpFormatter)
     inner = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
-    resumable = "finished tasks are saved in the run folder's results.jsonl; rerun the same command to resume"
+    resumable = ("finished tasks are saved in the run folder's results.jsonl and the trees in flight in checkpoints/; "
+                 "rerun the same command to resume")
     dab = inner.add_parser("dabench", help="InfiAgent-DABench closed-form questions: ABQ / PASQ / UASQ",
                            formatter_class=HelpFormatter)
     dab.set_defaults(interrupted_note=resumable, quiet_console=True)
@@ -148,7 +163,8 @@ def _options(args: argparse.Namespace, out_dir: Path) -> Any:
     from benchmarks.runner import RunOptions
 
     return RunOptions(out_dir=out_dir, seed=args.seed, progress=not args.no_progress,
-                      save_trees=not args.no_trees and not args.ray, ray=args.ray)
+                      save_trees=not args.no_trees and not args.ray, ray=args.ray,
+                      checkpoint_every_s=args.checkpoint_every)
 
 
 def _failed(args: argparse.Namespace, out_dir: Path, exc: Exception, task_ids: list[str], policy: Any,

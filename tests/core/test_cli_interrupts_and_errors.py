@@ -221,6 +221,39 @@ def test_ctrl_c_in_bench_keeps_finished_tasks_only_and_says_a_rerun_resumes(tmp_
     assert "rerun the same command to resume" in stderr
     lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
     assert [r["id"] for r in lines] == ["0"]  # the interrupted tree is not recorded as a finished task
+    saved = json.loads((out / "checkpoints" / "5.json").read_text())  # ... but kept for the rerun to continue
+    assert saved["task_id"] == "5" and len(saved["tree"]["nodes"]) >= 2
+    assert not (out / "checkpoints" / "0.json").exists()
+
+
+def test_a_killed_bench_run_continues_its_tree_from_the_checkpoint(tmp_path, dabench_dir):
+    """SIGKILL (a session that ends, a lost machine) leaves no time to save: the tree in flight comes back from
+    the checkpoint written as it grew, and the rerun finishes it with its states rebuilt by replay."""
+    if not (dabench_dir / "da-dev-questions.jsonl").is_file():
+        pytest.skip(f"DABench data not found under {dabench_dir}")
+    script = tmp_path / "replay.json"
+    script.write_text(json.dumps({"rules": [], "default": [step(0.5, "half a second")]}))
+    out = tmp_path / "bench"
+    args = ("bench", "dabench", "--data", str(dabench_dir), "--llm", f"replay:{script}", "--ids", "0",
+            "--iterations", "6", "--expansions", "1", "--checkpoint-every", "0", "--no-progress", "--out", str(out))
+    run = Running(*args)
+    checkpoint = out / "checkpoints" / "0.json"
+    deadline = time.monotonic() + 90
+    while not checkpoint.is_file() or len(json.loads(checkpoint.read_text())["tree"]["nodes"]) < 3:
+        assert time.monotonic() < deadline and run.proc.poll() is None, run.err.decode()[-2000:]
+        time.sleep(0.05)
+    run.proc.kill()
+    run.finish()
+    saved = json.loads(checkpoint.read_text())
+    assert not (out / "results.jsonl").is_file() or not (out / "results.jsonl").read_text().strip()
+    done = jupiter(*args)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((out / "results.jsonl").read_text())
+    assert record["id"] == "0" and record["stats"]["resumes"] == 1 and record["stats"]["iterations"] == 6
+    tree = {n["tag"]: n for n in json.loads((out / "trees" / "0.json").read_text())}
+    assert all(tree[n["tag"]]["code"] == n["code"] for n in saved["tree"]["nodes"])
+    assert len(tree) == 7 and all(n["observation"].strip() == "half a second" for n in tree.values() if n["code"])
+    assert not checkpoint.exists()
 
 
 # ----------------------------------------------------------------------- --out is checked before any work

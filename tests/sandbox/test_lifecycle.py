@@ -158,6 +158,26 @@ def test_lru_eviction_and_transparent_replay():
         assert box.stats().replays >= 2
 
 
+def test_a_restored_state_runs_nothing_until_used_then_holds_its_cells():
+    """``State.restore``: how a resumed search gets its leaves' states back (no process until first use)."""
+    with Sandbox(LIGHT) as box:
+        root = box.open_root()
+        root.run("base = 20")
+        before = box.stats()
+        restored = root.restore(["x = base + 1", "open('note.txt', 'w').write(str(x))", "1 / 0"])
+        assert not restored.live and restored.depth == 4
+        assert box.stats().runs == before.runs and box.stats().replays == before.replays
+        child = restored.branch()  # rebuilt from a fork of the root; the failing cell is replayed, not fatal
+        assert restored.live and child.run("x * 2").result == "42"
+        assert child.read_file("note.txt") == b"21"
+        assert box.stats().replays == before.replays + 1 and box.stats().replayed_cells == before.replayed_cells + 3
+        assert root.run("'x' in dir()").result == "False"  # the parent is untouched
+        unused = root.restore(["y = 1"])
+        unused.close()  # closing one never used is fine
+        with pytest.raises(TypeError, match="cells must be str"):
+            root.restore([b"x = 1"])
+
+
 def test_memory_budget_evicts_states():
     with Sandbox(SandboxConfig(preload_modules=(), max_memory_mb=120)) as box:
         root = box.open_root()
