@@ -1,8 +1,8 @@
 """The run loop shared by every benchmark: tasks in, one result line per finished task out, resumable.
 
 A run is a folder: ``run.json`` (what was run), ``results.jsonl`` (one line per task, written the moment its
-tree finishes), ``trees/<id>.json`` (optional), ``checkpoints/<id>.json`` (each tree in flight, as it grows; removed when the
-tree finishes), then the report files. The loop skips the ids already in ``results.jsonl``, hands the rest to
+tree finishes), ``trees/<id>.json`` (optional), ``checkpoints/<id>.json`` (each tree in flight, as it grows;
+removed when the tree finishes), then the report files. The loop skips the ids already in ``results.jsonl``, hands the rest to
 the batched driver (``search.driver.solve_many``: many trees share each policy call) or to the Ray driver, and
 streams results to disk as they come. A rerun after a kill continues each checkpointed tree where it was saved
 (``search.checkpoints``), so a run longer than one sitting loses at most half a minute of every tree.
@@ -29,13 +29,10 @@ from jupiter.task import Task
 
 from benchmarks.records import (FAILURE_FILE, FailureSource, ResultsLog, RunFailure, TaskRecord, clear_failure,
                                 write_failure)
-from search.checkpoints import DEFAULT_EVERY_S, TreeCheckpoints
+from search.checkpoints import CHECKPOINTS, DEFAULT_EVERY_S, TreeCheckpoints
 from search.loaders import sandbox_config, sandbox_factory
 
-#: the run folder's sub-folder of half-searched trees
-CHECKPOINTS = "checkpoints"
-
-__all__ = ["CHECKPOINTS", "RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailableError", "write_run_info",
+__all__ = ["RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailableError", "write_run_info",
            "record_failure", "describe_backend"]
 
 log = logging.getLogger(__name__)
@@ -177,6 +174,11 @@ def record_failure(out_dir: Path, exc: BaseException, task_ids: Sequence[str], b
     return failure, write_failure(out_dir, failure)
 
 
+def _settings(config: Any) -> dict[str, Any] | None:
+    to_dict = getattr(config, "to_dict", None)
+    return to_dict() if callable(to_dict) else None
+
+
 def run_loop(
     tasks: Sequence[Task],
     *,
@@ -218,7 +220,7 @@ def run_loop(
 
         bar = tqdm(total=len(tasks), initial=outcome.skipped, desc=benchmark, unit="task", dynamic_ncols=True)
     interrupted: list[str] = []
-    checkpoints = (TreeCheckpoints(options.out_dir / CHECKPOINTS, options.checkpoint_every_s)
+    checkpoints = (TreeCheckpoints(options.out_dir / CHECKPOINTS, options.checkpoint_every_s, _settings(config))
                    if options.checkpoints and not options.ray else None)
     hooks = {} if checkpoints is None else {"on_update": checkpoints.on_update, "resume": checkpoints.load}
     try:

@@ -12,8 +12,8 @@ Three kinds of output:
 * a **resumable folder** (bench runs, Ray collections, NbQA stages, value training): may exist and hold
   earlier work (a rerun resumes there); must be a writable folder;
 * a **run folder** of ``jupiter solve``: a fresh folder; an existing non-empty one is refused unless
-  ``--force`` is given, or it holds an interrupted run, whose files move to ``previous-<time>/`` before
-  the new run starts over (a half tree cannot be resumed: its live notebook states are gone).
+  ``--force`` is given, or it holds an interrupted run (or a killed one's checkpoint), whose files move to
+  ``previous-<time>/`` before the new run continues its checkpointed tree (``search.checkpoints``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class RunFolderState(str, enum.Enum):
     """What ``check_run_folder`` found at a solve run's ``--out``."""
 
     NEW = "new"  # absent or empty: write there
-    INTERRUPTED = "interrupted"  # holds an interrupted (or failed) run: keep its files, start over
+    INTERRUPTED = "interrupted"  # holds an interrupted, failed or killed run: keep its files, continue its tree
     FORCED = "forced"  # holds something else, and --force was given: write over it
 
 
@@ -127,9 +127,12 @@ def check_output_file(path: str | Path, option: str = "--output") -> Path:
 
 
 def _was_interrupted(folder: Path) -> bool:
-    """The folder holds a solve run that stopped early (interrupted, or failed mid-search)."""
+    """The folder holds a solve run that stopped early: interrupted or failed mid-search (its ``result.json``
+    says so), or killed before it could write one (only its checkpoint is there)."""
     try:
         record = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return any((folder / "checkpoints").glob("*.json"))  # search.checkpoints.CHECKPOINTS
     except (OSError, ValueError):
         return False
     return isinstance(record, dict) and bool(record.get("interrupted"))
@@ -138,8 +141,8 @@ def _was_interrupted(folder: Path) -> bool:
 def check_run_folder(path: str | Path, force: bool = False, option: str = "--out") -> RunFolder:
     """Check ``jupiter solve``'s run folder before the search starts.
 
-    Absent or empty: NEW. Holding an interrupted run: INTERRUPTED (the caller moves its files aside with
-    ``move_previous_run`` and starts over). Holding anything else: refused with a hint to ``--force``
+    Absent or empty: NEW. Holding an interrupted run: INTERRUPTED (the caller reads its checkpoint, moves its
+    files aside with ``move_previous_run`` and continues the tree, or starts over without one). Holding anything else: refused with a hint to ``--force``
     (FORCED when given: the new run's files replace the old ones of the same name).
     """
     path = Path(path)

@@ -13,8 +13,13 @@ tie-breaking and sampling random streams start again, and a replayed cell may pr
 (a random draw without a seed). The stored observations are what the model reads, so its prompts are the same;
 ``SearchStats.resumes`` counts how often a tree was continued.
 
-File layout: ``{"format": "jupiter-checkpoint", "version": 1, "task_id", "saved_at", "stats": {...},
-"tree": <search.tree_io.tree_to_dict>}``.
+A tree continues only under the search settings that grew it (``settings``, a ``SearchConfig.to_dict()``):
+with other settings (another mode, another c_puct) the task starts over, and the log says which setting
+changed. The iteration budget and the execution knobs may change (``RESUMABLE_CHANGES``): a tree saved at 20
+iterations can be continued to 40.
+
+File layout: ``{"format": "jupiter-checkpoint", "version": 1, "task_id", "saved_at", "settings": {...},
+"stats": {...}, "tree": <search.tree_io.tree_to_dict>}``.
 """
 
 from __future__ import annotations
@@ -34,16 +39,21 @@ from search.result import SearchStats
 from search.tree import Tree
 from search.tree_io import TreeFileError, tree_from_dict, tree_to_dict
 
-__all__ = ["SavedSearch", "TreeCheckpoints", "CHECKPOINT_FORMAT", "DEFAULT_EVERY_S"]
+__all__ = ["SavedSearch", "TreeCheckpoints", "CHECKPOINTS", "CHECKPOINT_FORMAT", "DEFAULT_EVERY_S", "RESUMABLE_CHANGES"]
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = "jupiter-checkpoint"
+#: a run folder's sub-folder of half-searched trees (``jupiter bench``, ``jupiter solve``)
+CHECKPOINTS = "checkpoints"
 _VERSION = 1
 
 #: Seconds between two saves of one tree: a killed run loses at most this much of each tree's search. A save
 #: of a 120-node tree takes about 10 ms (benchmarks/perf/checkpoint_save.py), a CPU step about a minute.
 DEFAULT_EVERY_S = 30.0
+
+#: settings that may differ between the run that saved a tree and the run that continues it
+RESUMABLE_CHANGES = frozenset({"iterations", "max_trees_in_flight", "max_concurrent_cells", "fit_trees_to_memory"})
 
 
 @dataclass(frozen=True)
@@ -72,9 +82,10 @@ class TreeCheckpoints:
     removes a tree's file once its finished result is recorded elsewhere.
     """
 
-    def __init__(self, folder: Path, every_s: float = DEFAULT_EVERY_S) -> None:
+    def __init__(self, folder: Path, every_s: float = DEFAULT_EVERY_S, settings: dict[str, Any] | None = None) -> None:
         self.folder = Path(folder)
         self.every_s = float(every_s)
+        self.settings = None if settings is None else json.loads(json.dumps(settings, default=str))
         self._last: dict[str, float] = {}
 
     def path(self, task_id: str) -> Path:
@@ -89,7 +100,8 @@ class TreeCheckpoints:
 
     def save(self, task_id: str, tree: Tree, stats: SearchStats) -> Path:
         data = {"format": CHECKPOINT_FORMAT, "version": _VERSION, "task_id": task_id,
-                "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "stats": stats.to_dict(), "tree": tree_to_dict(tree)}
+                "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "settings": self.settings, "stats": stats.to_dict(),
+                "tree": tree_to_dict(tree)}
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         self.folder.mkdir(parents=True, exist_ok=True)
         path = replace_atomically(self.path(task_id), lambda tmp: tmp.write_text(text, encoding="utf-8"))
@@ -100,7 +112,8 @@ class TreeCheckpoints:
         """``task``'s saved tree (with ``task`` as its task), or None when there is none.
 
         A file that cannot be used (damaged, another task's, another format) is renamed ``<id>.json.bad`` with a
-        warning and the task starts over: a checkpoint is a saving, never a reason for a run to fail.
+        warning and the task starts over: a checkpoint is a saving, never a reason for a run to fail. A tree
+        grown with other settings is not continued either (warned; its file is replaced as the new tree grows).
         """
         path = self.path(task.id)
         if not path.is_file():
@@ -111,6 +124,11 @@ class TreeCheckpoints:
                 raise TreeFileError("not a jupiter checkpoint")
             if str(data.get("task_id")) != task.id:
                 raise TreeFileError(f"it holds task {data.get('task_id')!r}")
+            changed = self._changed(data.get("settings"))
+            if changed:
+                log.warning("%s: task %s starts over: its tree was grown with other settings (%s)", path, task.id,
+                            "; ".join(changed))
+                return None
             tree = tree_from_dict(data["tree"], where=str(path), task=task)
             stats = _stats_from_dict(data.get("stats"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -119,7 +137,17 @@ class TreeCheckpoints:
             log.warning("%s: cannot resume from it (%s); task %s starts over, the file is kept as %s",
                         path, exc, task.id, bad.name)
             return None
+        log.info("task %s: continuing its half-searched tree (%d nodes, %d iterations, saved %s)", task.id,
+                 len(tree.nodes), stats.iterations, data.get("saved_at", "?"))
         return SavedSearch(tree=tree, stats=stats, saved_at=str(data.get("saved_at", "")))
+
+    def _changed(self, stored: Any) -> list[str]:
+        """``"key: saved -> now"`` for each setting that forbids continuing (none when either side has none)."""
+        if self.settings is None or not isinstance(stored, dict):
+            return []
+        keys = sorted((set(stored) | set(self.settings)) - RESUMABLE_CHANGES)
+        return [f"{k}: {stored.get(k)!r} -> {self.settings.get(k)!r}" for k in keys
+                if stored.get(k) != self.settings.get(k)]
 
     def discard(self, task_id: str) -> None:
         self.path(task_id).unlink(missing_ok=True)

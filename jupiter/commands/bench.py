@@ -26,13 +26,13 @@ from typing import Any
 from jupiter import console_log
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.output_paths import check_output_file, check_output_folder
-from jupiter.commands.search_args import add_search_arguments, config_from_args, print_config
+from jupiter.commands.search_args import (add_checkpoint_argument, add_search_arguments, config_from_args,
+                                          print_config)
 from jupiter.task import TaskError
 from benchmarks.paths import default_data_dir
 from jupiter.llm import PolicyError, load_policy
 from jupiter.llm.base import BasePolicy
 from search import ConfigError
-from search.checkpoints import DEFAULT_EVERY_S
 from search.loaders import load_value
 
 __all__ = ["add_parser"]
@@ -44,16 +44,6 @@ BENCH_DEFAULTS: dict[str, dict[str, Any]] = {
     "aime": {},
     "dsbench": {"iterations": 50, "max_depth": 25},
 }
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more seconds")
-    return value
 
 
 def _common(parser: argparse.ArgumentParser, benchmark: str) -> None:
@@ -69,9 +59,7 @@ def _common(parser: argparse.ArgumentParser, benchmark: str) -> None:
     parser.add_argument("--out", type=Path, help="run folder (default: runs/<benchmark>-<mode>-<time>)")
     parser.add_argument("--ray", action="store_true", help="run the trees on Ray (search.ray_driver)")
     parser.add_argument("--no-trees", action="store_true", help="do not save trees/<id>.json")
-    parser.add_argument("--checkpoint-every", type=_seconds, default=DEFAULT_EVERY_S, metavar="SECONDS",
-                        help="save each tree in flight to checkpoints/<id>.json at most this often (0: every step), "
-                             "so that a rerun after a kill continues it")
+    add_checkpoint_argument(parser, "checkpoints/<id>.json")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

@@ -16,11 +16,29 @@ from typing import Any
 from jupiter.task import TaskError
 from search import ConfigError
 from search import settings as search_settings
+from search.checkpoints import DEFAULT_EVERY_S
 from search.profiles import describe_profile
 from search.settings import FIELD_FLAGS, LocalSettings, add_search_arguments, flag_message, resolve_settings
 
-__all__ = ["add_search_arguments", "settings_from_args", "config_from_args", "print_config", "flag_message",
+__all__ = ["add_checkpoint_argument", "add_search_arguments", "settings_from_args", "config_from_args", "print_config", "flag_message",
            "FIELD_FLAGS"]
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more seconds")
+    return value
+
+
+def add_checkpoint_argument(parser: argparse.ArgumentParser, where: str) -> None:
+    """``--checkpoint-every SECONDS``: how often a tree in flight is saved for a rerun to continue."""
+    parser.add_argument("--checkpoint-every", type=_seconds, default=DEFAULT_EVERY_S, metavar="SECONDS",
+                        help=f"save each tree in flight to {where} at most this often (0: every step), so that a "
+                             "rerun after a kill continues it")
 
 
 def settings_from_args(args: argparse.Namespace) -> LocalSettings:

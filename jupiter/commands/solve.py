@@ -24,12 +24,14 @@ from jupiter import console_log
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.interrupts import EXIT_INTERRUPTED, StopSignals
 from jupiter.output_paths import RunFolderState, check_output_folder, check_run_folder, move_previous_run
-from jupiter.commands.search_args import add_search_arguments, config_from_args, print_config
+from jupiter.commands.search_args import (add_checkpoint_argument, add_search_arguments, config_from_args,
+                                          print_config)
 from jupiter.llm import PolicyError, load_policy
 from jupiter.llm.spec import PolicyChoice, describe_policy
 from jupiter.task import TaskError, load_task_file, load_tasks
 from sandbox import Sandbox
 from search import Mode, run_search
+from search.checkpoints import CHECKPOINTS, SavedSearch, TreeCheckpoints
 from search.loaders import load_value, sandbox_config
 from search.outputs import write_outputs
 from search.ray_manifest import Manifest, TaskStatus
@@ -65,6 +67,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/<task id>-<time>)")
     parser.add_argument("--force", action="store_true",
                         help="write into an --out that already holds a finished run (its files are replaced)")
+    add_checkpoint_argument(parser, "OUT/checkpoints/")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     remote = parser.add_argument_group("solving on a server (jupiter serve)")
     remote.add_argument("--server", default=None, metavar="URL",
@@ -212,13 +215,21 @@ def solve_local(args: argparse.Namespace) -> int:
         return _fail(f"--llm: {exc}")
     llm_backend = describe_policy(policy)  # which backend `default` picked, and why
     print(PolicyChoice(**llm_backend).line(), file=sys.stderr)
+    checkpoints = TreeCheckpoints(out / CHECKPOINTS, args.checkpoint_every, settings=config.to_dict())
+    saved = None
     if folder.state is RunFolderState.INTERRUPTED:
+        saved = checkpoints.load(task)
         previous = move_previous_run(out)
-        print(f"jupiter: {out} holds an interrupted run; starting over (a half-searched tree cannot be resumed), "
-              f"its files are kept in {previous}", file=sys.stderr)
+        if saved is None:
+            print(f"jupiter: {out} holds an interrupted run with no tree to continue (or one grown with other "
+                  f"settings); starting over, its files are kept in {previous}", file=sys.stderr)
+        else:
+            print(f"jupiter: {out} holds an interrupted run; continuing its tree ({len(saved.tree.nodes)} nodes, "
+                  f"{saved.stats.iterations} of {config.iterations} iterations, saved {saved.saved_at}); its files "
+                  f"are kept in {previous}", file=sys.stderr)
     try:
-        run = _search_and_write(task, policy, value, config, args, out,
-                                notes, {"llm": args.llm, "llm_backend": llm_backend})
+        run = _search_and_write(task, policy, value, config, args, out, notes,
+                                {"llm": args.llm, "llm_backend": llm_backend}, checkpoints, saved)
     finally:
         policy.close()
     return _exit_code(run, task.id, out)
@@ -235,23 +246,28 @@ class _LocalRun:
 
 
 def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: argparse.Namespace, out: Path,
-                      notes: list[str], extra: dict[str, Any]) -> _LocalRun:
-    """Search ``task`` in a fresh sandbox, with a progress bar and Ctrl-C handling, and write its files into
-    ``out`` (also the tree so far when the policy fails or a stop comes outside a step)."""
+                      notes: list[str], extra: dict[str, Any], checkpoints: TreeCheckpoints,
+                      saved: SavedSearch | None = None) -> _LocalRun:
+    """Search ``task`` in a fresh sandbox (continuing ``saved``), with a progress bar and Ctrl-C handling, and
+    write its files into ``out`` (also the tree so far when the policy fails or a stop comes outside a step).
+
+    The tree is checkpointed as it grows (``checkpoints``, removed once the search finishes) so that a rerun
+    after a kill, even SIGKILL, continues it."""
     from tqdm import tqdm
 
-    bar = tqdm(total=config.iterations, desc=f"solve {task.id}", unit="it", file=sys.stderr,
-               disable=args.no_progress)
+    bar = tqdm(total=config.iterations, initial=saved.stats.iterations if saved else 0, desc=f"solve {task.id}",
+               unit="it", file=sys.stderr, disable=args.no_progress)
 
     def progress(step: Any) -> None:
         bar.n = step.iterations
         bar.refresh()
 
     latest: list[Any] = []  # [last TreeUpdate, tree size then]: what exists if the search dies mid-step
-    started = time.perf_counter()
+    started = time.perf_counter() - (saved.stats.wall_seconds if saved else 0.0)
 
     def keep(update: Any) -> None:
         latest[:] = [update, len(update.tree.nodes)]
+        checkpoints.on_update(update)
 
     failure: str | None = None
     closers: list[threading.Thread] = []  # a second Ctrl-C's sandbox close: waited for before exiting
@@ -267,7 +283,7 @@ def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: arg
                 signals.at_once = close_now
                 try:
                     result = run_search(task, policy, sandbox, config, value=value, seed=args.seed,
-                                        on_step=progress, on_update=keep, stop=signals.stop)
+                                        on_step=progress, on_update=keep, stop=signals.stop, saved=saved)
                 except PolicyError as exc:  # the tree so far is still worth writing
                     failure = (f"the policy failed: {extra['llm_backend'].get('backend', '?')} (--llm {args.llm}): "
                                f"{exc}")
@@ -281,6 +297,10 @@ def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: arg
                 signals.writing = True
                 result.notes.extend(notes)
                 write_outputs(result, out, dict(extra, policy_stats=policy.stats().to_dict()))
+                if result.interrupted and result.tree is not None:
+                    checkpoints.save(task.id, result.tree, result.stats)  # what the rerun continues
+                else:
+                    checkpoints.discard(task.id)
         finally:
             bar.close()
             for closer in closers:  # no runtime process may outlive us
@@ -298,8 +318,8 @@ def _exit_code(run: _LocalRun, task_id: str, out: Path) -> int:
     if result.interrupted or run.stopped:
         print(result.answer if result.answer is not None else "no answer found")
         print(f"jupiter: interrupted; wrote the tree so far and the best answer so far to {out} (result.json has "
-              "\"interrupted\": true). A rerun with the same --out starts over and keeps these files in "
-              "previous-<time>/", file=sys.stderr)
+              "\"interrupted\": true). A rerun with the same --out continues the search from its checkpoint and "
+              "keeps these files in previous-<time>/", file=sys.stderr)
         return EXIT_INTERRUPTED
     if result.error:
         return _fail(f"{task_id}: {result.error}")

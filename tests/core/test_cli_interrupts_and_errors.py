@@ -192,11 +192,47 @@ def test_a_rerun_over_an_interrupted_run_starts_over_and_keeps_its_files(tmp_pat
     done = jupiter("solve", str(task), "--llm", f"replay:{replay(tmp_path, [FINAL])}", "--iterations", "2",
                    "--out", str(out), "--no-progress")
     assert done.returncode == 0, done.stderr
-    assert "holds an interrupted run; starting over" in done.stderr
+    assert "holds an interrupted run with no tree to continue" in done.stderr and "starting over" in done.stderr
     previous = [p for p in out.iterdir() if p.name.startswith("previous-")]
     assert len(previous) == 1 and {p.name for p in previous[0].iterdir()} == {"result.json", "tree.json"}
     assert json.loads((previous[0] / "result.json").read_text())["interrupted"] is True
     assert assert_outputs(out)["interrupted"] is False
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_rerun_continues_the_stopped_or_killed_tree(tmp_path, task, how):
+    """Stopped cleanly or killed outright, a solve leaves its tree in OUT/checkpoints; the same command
+    continues it: the old nodes stay, the counters go on, the old outputs move to previous-<time>/."""
+    script = replay(tmp_path, [step(0.3), FINAL])
+    out = tmp_path / "run"
+    args = ("solve", str(task), "--llm", f"replay:{script}", "--iterations", "8", "--expansions", "2",
+            "--checkpoint-every", "0", "--out", str(out))
+    run = Running(*args)
+    if how == "SIGKILL":
+        checkpoint = out / "checkpoints" / "newcomer-task.json"
+        deadline = time.monotonic() + 60
+        while not checkpoint.is_file() or json.loads(checkpoint.read_text())["stats"]["iterations"] < 3:
+            assert time.monotonic() < deadline and run.proc.poll() is None, run.err.decode()[-2000:]
+            time.sleep(0.05)
+        run.proc.kill()
+        run.finish()
+        assert not (out / "result.json").exists()
+    else:
+        run.wait_for_iterations(3)
+        run.proc.send_signal(signal.SIGTERM)
+        code, _, stderr = run.finish()
+        assert code == 130 and "continues the search from its checkpoint" in stderr
+    saved = json.loads((out / "checkpoints" / "newcomer-task.json").read_text())
+    done = jupiter(*args, "--no-progress")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "holds an interrupted run; continuing its tree" in done.stderr
+    result = assert_outputs(out)
+    assert result["interrupted"] is False and result["iterations"] == 8 and result["stats"]["resumes"] == 1
+    tree = {n["tag"]: n for n in json.loads((out / "tree.json").read_text())}
+    assert all(tree[n["tag"]]["code"] == n["code"] for n in saved["tree"]["nodes"])
+    assert len(tree) > len(saved["tree"]["nodes"])
+    assert not (out / "checkpoints" / "newcomer-task.json").exists()
+    assert len([p for p in out.iterdir() if p.name.startswith("previous-")]) == 1
 
 
 def test_ctrl_c_in_bench_keeps_finished_tasks_only_and_says_a_rerun_resumes(tmp_path, dabench_dir):

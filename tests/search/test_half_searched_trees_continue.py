@@ -110,6 +110,18 @@ def test_checkpoints_save_at_most_every_interval_and_skip_unusable_files(tmp_pat
     assert checkpoints.load(TASK) is None and "cannot resume from it" in caplog.text
 
 
+def test_a_tree_continues_only_under_the_settings_that_grew_it(tmp_path, caplog):
+    first = _stopped_after(2, FakeSandbox())
+    TreeCheckpoints(tmp_path, settings=CONFIG.to_dict()).save(TASK.id, first.tree, first.stats)
+    longer = TreeCheckpoints(tmp_path, settings={**CONFIG.to_dict(), "iterations": 40, "max_trees_in_flight": 2})
+    assert longer.load(TASK) is not None  # a bigger budget, or other execution knobs: it continues
+    other = TreeCheckpoints(tmp_path, settings={**CONFIG.to_dict(), "c_puct": 0.0, "mode": "infer"})
+    assert other.load(TASK) is None
+    assert "starts over: its tree was grown with other settings (c_puct: 1.25 -> 0.0; mode: 'collect' -> 'infer')" \
+        in caplog.text
+    assert other.path(TASK.id).is_file()  # kept: the new tree replaces it as it grows
+
+
 def test_a_tree_saved_right_after_opening_starts_from_its_root():
     """A checkpoint written when the tree opened (no step yet) resumes like a fresh search."""
     with Sandbox(SandboxConfig(timeout_s=60)) as box:
