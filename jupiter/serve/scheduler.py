@@ -16,6 +16,11 @@ For each tree step the driver calls ``on_update`` (on the lane's thread): the ne
 the progress and the compact tree go to the database (every iteration), and tree.json / tree.html are
 rewritten at most once a second. A cancelled job's ``stop`` hook answers True and the driver ends that tree at
 the next step; its partial tree is kept. On shutdown every tree is stopped and its job re-queued.
+
+A re-queued job (a shutdown, a ``kill -9`` of the server or of its driver process) continues its tree: each
+running job's tree is checkpointed into its folder (``checkpoints/``, ``search.checkpoints``) with the partial
+files and in full when a shutdown stops it, and the next start hands it to the driver's ``resume`` hook (local
+lanes; Ray lanes start over). The job's ``attempts`` still counts the runs.
 """
 
 from __future__ import annotations
@@ -158,6 +163,7 @@ class Scheduler:
         self._last_file: dict[str, float] = {}
         self._last_tokens: dict[str, int] = {}
         self._stats: dict[str, Any] = {}  # job id -> its tree's live SearchStats (the driver's own object)
+        self._saved_nodes: dict[str, int] = {}  # job id -> nodes its continued tree had (counted by an earlier run)
 
     @classmethod
     def for_server(cls, config: Any, store: JobStore, hub: Any, policy: Any, value: Any) -> "Scheduler":
@@ -254,7 +260,7 @@ class Scheduler:
                 break
             else:
                 return None
-        shutil.rmtree(spec.paths.output, ignore_errors=True)  # a re-queued job starts over: no stale files
+        shutil.rmtree(spec.paths.output, ignore_errors=True)  # no stale files (a re-queued tree continues from checkpoints/)
         self.hub.open(spec.job_id)
         self.hub.publish(spec.job_id, EventType.STATUS, {"status": JobStatus.RUNNING.value})
         return spec
@@ -291,8 +297,20 @@ class Scheduler:
         from search.driver import solve_many
 
         for result in solve_many(_Feeder(self, lane), self.policy, self._sandbox, lane.config, self.value,
-                                 seed=lane.seed, on_update=lambda u: self._on_update(lane, u), stop=self._stop):
+                                 seed=lane.seed, on_update=lambda u: self._on_update(lane, u), stop=self._stop,
+                                 resume=lambda task: self._resume(lane, task)):
             self._finish(lane, result)
+
+    def _resume(self, lane: _Lane, task: Any) -> Any:
+        """The tree a re-queued job had grown (None for a new job, or one whose checkpoint is unusable)."""
+        spec = lane.in_flight.get(task.id)
+        if spec is None:
+            return None
+        saved = _checkpoints(spec).load(task)
+        if saved is not None:
+            self._saved_nodes[spec.job_id] = len(saved.tree.nodes)
+            self._last_tokens[spec.job_id] = _progress(saved.stats, saved.tree)["tokens"]
+        return saved
 
     def _stop(self, job_id: str) -> bool:
         return self._closing or job_id in self._cancelled or self._budget_spent(job_id)
@@ -316,7 +334,8 @@ class Scheduler:
             tree.task = tree.task.replace(id=spec.task_id)  # files show the user's task id (prompts never do)
         progress = _progress(update.stats, tree)
         tokens = progress["tokens"]
-        self.meter.add(nodes=sum(1 for n in update.new_nodes if n.parent is not None),
+        counted = self._saved_nodes.get(spec.job_id, 0)  # a continued tree's old nodes were counted before
+        self.meter.add(nodes=sum(1 for n in update.new_nodes if n.parent is not None and n.order >= counted),
                        tokens=tokens - self._last_tokens.get(spec.job_id, 0))
         self._last_tokens[spec.job_id] = tokens
         events = [Event(EventType.NODE, node_event(n)) for n in update.new_nodes]
@@ -328,6 +347,7 @@ class Scheduler:
             self._last_file[spec.job_id] = now
             try:
                 _write_partial(tree, spec, progress)
+                _checkpoints(spec).save(update.task_id, tree, update.stats)
             except OSError:
                 log.exception("job %s: could not write the partial tree", spec.job_id)
 
@@ -340,9 +360,11 @@ class Scheduler:
         try:
             budget_spent = self._budget_spent(job_id)
             if self._closing and result.interrupted and job_id not in self._cancelled and not budget_spent:
+                _checkpoints(spec).save(job_id, result.tree, result.stats)  # the next start continues it
                 self.store.requeue(job_id)  # stopped by the shutdown, not by the user: run it again next time
                 self.hub.drop(job_id)
                 return
+            _checkpoints(spec).discard(job_id)
             status = (JobStatus.CANCELLED if job_id in self._cancelled
                       else JobStatus.FAILED if result.error else JobStatus.DONE)
             if result.interrupted and status is not JobStatus.CANCELLED and budget_spent:
@@ -397,6 +419,7 @@ class Scheduler:
             self._last_file.pop(job_id, None)
             self._last_tokens.pop(job_id, None)
             self._stats.pop(job_id, None)
+            self._saved_nodes.pop(job_id, None)
             self._cond.notify_all()
 
     # ------------------------------------------------------------------------------------------ Ray
@@ -431,6 +454,13 @@ class Scheduler:
         for job_id in list(lane.in_flight):
             if job_id in {s.job_id for s in specs}:
                 self._fail(lane, job_id, "the Ray run ended without this tree")
+
+
+def _checkpoints(spec: JobSpec) -> Any:
+    """The job's checkpoint folder (its tree in flight; one file, named after the job)."""
+    from search.checkpoints import CHECKPOINTS, TreeCheckpoints
+
+    return TreeCheckpoints(spec.paths.root / CHECKPOINTS, every_s=0.0, settings=spec.config.to_dict())
 
 
 def _write_partial(tree: Any, spec: JobSpec, progress: dict[str, int]) -> None:

@@ -62,7 +62,7 @@ def test_submit_streams_nodes_and_finishes_with_the_right_answer(server):
     assert late[-1] == ("done", done)
 
     # with ?resume=1 a client that reconnects names the last node it got and the stream goes on after it;
-    # another attempt's ids (the job was re-queued: a new tree) get everything
+    # another attempt's ids (the job was re-queued since) get everything
     replayed = list(server.events(job_id, headers={"Last-Event-ID": "1-3"}))  # by default: everything again
     assert len([k for k, _ in replayed if k == "node"]) == len(nodes)
     resumed = list(server.events(job_id, headers={"Last-Event-ID": "1-3"}, params={"resume": "1"}))

@@ -211,8 +211,8 @@ SLOW_STEP = "Thought: wait a little.\nAction:\n```python\nimport time\ntime.slee
 @pytest.mark.slow
 def test_the_page_follows_a_job_through_a_server_crash_and_restart(start_server, tmp_path: Path,
                                                                    browser) -> None:
-    """kill -9 of the server mid-job: the page's stream reconnects to the restarted server, redraws the re-run
-    tree from the root and ends with the job done."""
+    """kill -9 of the server mid-job: the page's stream reconnects to the restarted server, redraws the
+    continued tree from the root and ends with the job done."""
     replay = tmp_path / "slow.replay.json"
     replay.write_text(json.dumps({"rules": [], "default": [SLOW_STEP.format(i=i) for i in range(3)]}))
     server = start_server("--llm", f"replay:{replay}", name="first")
@@ -228,7 +228,7 @@ def test_the_page_follows_a_job_through_a_server_crash_and_restart(start_server,
     server.kill9()
     server = start_server("--llm", f"replay:{replay}", db=server.db, data_root=server.data_root, port=server.port,
                           name="restarted")
-    # the re-queued job starts over: the drawing is reset, then grows again to the end
+    # the re-queued job continues its tree: the drawing is reset, redrawn and grows to the end
     _wait(browser, lambda d: d.find_element(By.ID, "job-status").text == "done", timeout=120,
           message="the page did not follow the restarted job to its end")
     nodes = browser.find_elements(By.CSS_SELECTOR, "#tree circle.node")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 
@@ -83,7 +84,13 @@ def test_kill_9_mid_search_then_restart_finishes_the_job(start_server, tmp_path)
     waiting = first.submit(task=SIMPLE_TASK, files=[], settings={"iterations": 3, "expansions": 2, "seed": 1})
     waiting_id = waiting.json()["id"]
     first.wait(job_id, until=_running)
+    checkpoint = data_root / job_id / "checkpoints" / f"{job_id}.json"
+    deadline = time.monotonic() + 60
+    while not checkpoint.is_file() or json.loads(checkpoint.read_text())["stats"]["iterations"] < 2:
+        assert time.monotonic() < deadline, "no checkpoint of the running tree"
+        time.sleep(0.05)
     first.kill9()
+    saved = json.loads(checkpoint.read_text())
 
     with sqlite3.connect(db) as conn:  # what the crash left behind
         rows = dict(conn.execute("SELECT id, status FROM jobs").fetchall())
@@ -95,6 +102,11 @@ def test_kill_9_mid_search_then_restart_finishes_the_job(start_server, tmp_path)
     assert job["result"]["answer"] == "@x[1]"
     assert job["attempts"] == 2, "re-queued once, run again"
     assert job["progress"]["iterations"] == settings["iterations"]
+    # ... continuing the tree the crash interrupted, not starting it over
+    assert job["result"]["stats"]["resumes"] == 1
+    tree = {n["tag"]: n for n in json.loads((data_root / job_id / "output" / "tree.json").read_text())}
+    assert all(tree[n["tag"]]["code"] == n["code"] for n in saved["tree"]["nodes"])
+    assert not checkpoint.exists()
     assert second.wait(waiting_id)["status"] == "done"
     listed = second.get("/v1/tasks").json()["tasks"]
     assert sorted(t["id"] for t in listed) == sorted([job_id, waiting_id]), "no job lost or duplicated"
@@ -113,8 +125,12 @@ def test_shutdown_requeues_running_jobs(start_server, tmp_path):
     assert first.process.returncode in (0, -15)  # uvicorn re-raises SIGTERM after its graceful shutdown
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT status FROM jobs WHERE id=?", (job_id,)).fetchone()[0] == "queued"
+    saved = json.loads((data_root / job_id / "checkpoints" / f"{job_id}.json").read_text())  # the whole tree
     second = start_server(*flags, db=db, data_root=data_root, name="graceful2")
-    assert second.wait(job_id)["status"] == "done"
+    job = second.wait(job_id)
+    assert job["status"] == "done" and job["progress"]["iterations"] == 10
+    assert job["result"]["stats"]["resumes"] == 1 and job["result"]["stats"]["iterations"] == 10
+    assert job["result"]["stats"]["model_calls"] > saved["stats"]["model_calls"]
 
 
 def test_gc_days_removes_old_jobs_and_their_files(start_server, tmp_path):
