@@ -18,8 +18,8 @@ rewritten at most once a second. A cancelled job's ``stop`` hook answers True an
 the next step; its partial tree is kept. On shutdown every tree is stopped and its job re-queued.
 
 A re-queued job (a shutdown, a ``kill -9`` of the server or of its driver process) continues its tree: each
-running job's tree is checkpointed into its folder (``checkpoints/``, ``search.checkpoints``) with the partial
-files and in full when a shutdown stops it, and the next start hands it to the driver's ``resume`` hook (local
+running job's tree is checkpointed into its folder (``checkpoints/``, ``search.checkpoints``) every few seconds
+and in full when a shutdown stops it, and the next start hands it to the driver's ``resume`` hook (local
 lanes; Ray lanes start over). The job's ``attempts`` still counts the runs.
 """
 
@@ -48,6 +48,9 @@ log = logging.getLogger(__name__)
 _LANE_IDLE_S = 60.0
 _LANE_ITERATIONS = 1_000_000_000  # a lane's driver budget: each job's own budget ends its tree (stop hook)
 _FILE_EVERY_S = 1.0
+#: a running job's checkpoint is rewritten at most this often: a kill -9 loses at most this much of each tree
+#: (a 121-node tree's save is about 10-20 ms, on the lane's thread)
+_CHECKPOINT_EVERY_S = 5.0
 
 
 class SerialPolicy:
@@ -164,6 +167,7 @@ class Scheduler:
         self._last_tokens: dict[str, int] = {}
         self._stats: dict[str, Any] = {}  # job id -> its tree's live SearchStats (the driver's own object)
         self._saved_nodes: dict[str, int] = {}  # job id -> nodes its continued tree had (counted by an earlier run)
+        self._checkpoints: dict[str, Any] = {}  # job id -> its TreeCheckpoints (each keeps its own write times)
 
     @classmethod
     def for_server(cls, config: Any, store: JobStore, hub: Any, policy: Any, value: Any) -> "Scheduler":
@@ -301,12 +305,22 @@ class Scheduler:
                                  resume=lambda task: self._resume(lane, task)):
             self._finish(lane, result)
 
+    def _checkpoint(self, spec: JobSpec) -> Any:
+        """The job's checkpoints (its folder's ``checkpoints/``; one file, named after the job)."""
+        from search.checkpoints import CHECKPOINTS, TreeCheckpoints
+
+        with self._cond:
+            if spec.job_id not in self._checkpoints:
+                self._checkpoints[spec.job_id] = TreeCheckpoints(spec.paths.root / CHECKPOINTS, _CHECKPOINT_EVERY_S,
+                                                                 settings=spec.config.to_dict())
+            return self._checkpoints[spec.job_id]
+
     def _resume(self, lane: _Lane, task: Any) -> Any:
         """The tree a re-queued job had grown (None for a new job, or one whose checkpoint is unusable)."""
         spec = lane.in_flight.get(task.id)
         if spec is None:
             return None
-        saved = _checkpoints(spec).load(task)
+        saved = self._checkpoint(spec).load(task)
         if saved is not None:
             self._saved_nodes[spec.job_id] = len(saved.tree.nodes)
             self._last_tokens[spec.job_id] = _progress(saved.stats, saved.tree)["tokens"]
@@ -347,9 +361,12 @@ class Scheduler:
             self._last_file[spec.job_id] = now
             try:
                 _write_partial(tree, spec, progress)
-                _checkpoints(spec).save(update.task_id, tree, update.stats)
             except OSError:
                 log.exception("job %s: could not write the partial tree", spec.job_id)
+        try:
+            self._checkpoint(spec).on_update(update)
+        except OSError:
+            log.exception("job %s: could not write its checkpoint", spec.job_id)
 
     def _finish(self, lane: _Lane, result: Any) -> None:
         job_id = result.task_id
@@ -360,11 +377,11 @@ class Scheduler:
         try:
             budget_spent = self._budget_spent(job_id)
             if self._closing and result.interrupted and job_id not in self._cancelled and not budget_spent:
-                _checkpoints(spec).save(job_id, result.tree, result.stats)  # the next start continues it
+                self._checkpoint(spec).save(job_id, result.tree, result.stats)  # the next start continues it
                 self.store.requeue(job_id)  # stopped by the shutdown, not by the user: run it again next time
                 self.hub.drop(job_id)
                 return
-            _checkpoints(spec).discard(job_id)
+            self._checkpoint(spec).discard(job_id)
             status = (JobStatus.CANCELLED if job_id in self._cancelled
                       else JobStatus.FAILED if result.error else JobStatus.DONE)
             if result.interrupted and status is not JobStatus.CANCELLED and budget_spent:
@@ -420,6 +437,7 @@ class Scheduler:
             self._last_tokens.pop(job_id, None)
             self._stats.pop(job_id, None)
             self._saved_nodes.pop(job_id, None)
+            self._checkpoints.pop(job_id, None)
             self._cond.notify_all()
 
     # ------------------------------------------------------------------------------------------ Ray
@@ -454,13 +472,6 @@ class Scheduler:
         for job_id in list(lane.in_flight):
             if job_id in {s.job_id for s in specs}:
                 self._fail(lane, job_id, "the Ray run ended without this tree")
-
-
-def _checkpoints(spec: JobSpec) -> Any:
-    """The job's checkpoint folder (its tree in flight; one file, named after the job)."""
-    from search.checkpoints import CHECKPOINTS, TreeCheckpoints
-
-    return TreeCheckpoints(spec.paths.root / CHECKPOINTS, every_s=0.0, settings=spec.config.to_dict())
 
 
 def _write_partial(tree: Any, spec: JobSpec, progress: dict[str, int]) -> None:

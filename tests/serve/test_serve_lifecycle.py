@@ -75,11 +75,11 @@ def test_cancel_running_and_queued_jobs_and_queue_limit(start_server, tmp_path):
 
 
 def test_kill_9_mid_search_then_restart_finishes_the_job(start_server, tmp_path):
-    script = sleepy_replay(tmp_path / "sleepy.json", seconds=0.3)
+    script = sleepy_replay(tmp_path / "sleepy.json", seconds=1.0)  # the tree outlives its 5-second checkpoint
     db, data_root = tmp_path / "jobs.sqlite", tmp_path / "jobs"
     flags = ("--llm", f"replay:{script}", "--max-trees", "2")
     first = start_server(*flags, db=db, data_root=data_root, name="crash")
-    settings = {"iterations": 8, "expansions": 2}
+    settings = {"iterations": 10, "expansions": 2}  # depth 10 ends the chain of cells at 11
     job_id = first.submit(task=SIMPLE_TASK, files=[], settings=settings).json()["id"]
     waiting = first.submit(task=SIMPLE_TASK, files=[], settings={"iterations": 3, "expansions": 2, "seed": 1})
     waiting_id = waiting.json()["id"]
