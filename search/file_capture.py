@@ -111,6 +111,9 @@ class _CapturingState:
     def branch(self) -> "_CapturingState":
         return _CapturingState(self._inner.branch(), self._capture)
 
+    def restore(self, cells: Any) -> "_CapturingState":
+        return _CapturingState(self._inner.restore(cells), self._capture)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
