@@ -100,9 +100,11 @@ class _TreeRun:
         self.interrupted = False
         self.error: str | None = None
         self.step_mark = 1  # creation index of the first node of the step in progress
+        self.planned = 0  # iterations the step in progress counts (taken back if that step is dropped)
 
     def plan(self, config: SearchConfig) -> list[_Request]:
         """This tree's expansions for the next step (marks the tree done when there are none)."""
+        self.planned = 0
         if self.done:
             return []
         root = self.tree.root
@@ -126,7 +128,8 @@ class _TreeRun:
         if not requests:
             self.done = True
         else:
-            self.stats.iterations += len(requests) if config.mode.is_tree else 1
+            self.planned = len(requests) if config.mode.is_tree else 1
+            self.stats.iterations += self.planned
         return requests
 
 
@@ -578,7 +581,10 @@ def _notify(on_update: Callable[[TreeUpdate], None] | None, run: _TreeRun, nodes
 
 
 def _drop_unfinished(run: _TreeRun) -> None:
-    """After an interrupt inside a step: remove that step's nodes and hand back their states."""
+    """After an interrupt inside a step: remove that step's nodes, hand back their states, and take back the
+    iterations it counted (a continued tree then spends them again)."""
+    run.stats.iterations -= run.planned
+    run.planned = 0
     for node in run.tree.drop_since(run.step_mark):
         if node.state is not None:
             _release(node.state)

@@ -112,10 +112,11 @@ def _out_dir(args: argparse.Namespace, task_id: str) -> Path:
 def _partial_result(latest: list[Any], config: Any, has_value: bool, error: str | None, started: float) -> Any:
     """A result over the tree as it stood after its last finished step, for when the driver raised instead
     of returning one (a policy failure, an interrupt outside a step). Marked ``interrupted``."""
-    update, size = latest
+    update, size, iterations = latest
     tree = update.tree
     tree.drop_since(size)  # nodes of the step that failed: not run, not backed up
     stats = update.stats
+    stats.iterations = iterations  # nor counted: a continued tree spends that iteration again
     stats.nodes = len(tree.nodes)
     stats.wall_seconds = time.perf_counter() - started
     return result_from_tree(update.task_id, tree, config, stats, value_given=has_value, error=error,
@@ -262,11 +263,11 @@ def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: arg
         bar.n = step.iterations
         bar.refresh()
 
-    latest: list[Any] = []  # [last TreeUpdate, tree size then]: what exists if the search dies mid-step
+    latest: list[Any] = []  # [last TreeUpdate, tree size, iterations then]: what exists if the search dies mid-step
     started = time.perf_counter() - (saved.stats.wall_seconds if saved else 0.0)
 
     def keep(update: Any) -> None:
-        latest[:] = [update, len(update.tree.nodes)]
+        latest[:] = [update, len(update.tree.nodes), update.stats.iterations]
         checkpoints.on_update(update)
 
     failure: str | None = None

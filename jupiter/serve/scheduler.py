@@ -264,7 +264,7 @@ class Scheduler:
                 break
             else:
                 return None
-        shutil.rmtree(spec.paths.output, ignore_errors=True)  # no stale files (a re-queued tree continues from checkpoints/)
+        shutil.rmtree(spec.paths.output, ignore_errors=True)  # no stale files (a re-queued tree: in checkpoints/)
         self.hub.open(spec.job_id)
         self.hub.publish(spec.job_id, EventType.STATUS, {"status": JobStatus.RUNNING.value})
         return spec

@@ -130,3 +130,18 @@ def test_a_tree_saved_right_after_opening_starts_from_its_root():
         assert len(opened.tree.nodes) == 1
         result = run_search(TASK, FakePolicy(SCRIPT), box, CONFIG, saved=SavedSearch(opened.tree, opened.stats, ""))
     assert result.stats.iterations == CONFIG.iterations and result.answer == "@y[42]"
+
+
+def test_a_step_cut_by_ctrl_c_is_not_counted_so_the_continued_tree_spends_it_again():
+    class CutOnThirdCall(FakePolicy):
+        def generate(self, histories, params):
+            if len(self.calls) == 2:
+                raise KeyboardInterrupt
+            return super().generate(histories, params)
+
+    cut = run_search(TASK, CutOnThirdCall(SCRIPT), FakeSandbox(), CONFIG)
+    expanded = sum(1 for n in cut.tree.nodes if n.expanded)
+    assert cut.interrupted and cut.stats.iterations == expanded == 2
+    result = run_search(TASK, FakePolicy(SCRIPT), FakeSandbox(), CONFIG,
+                        saved=SavedSearch(cut.tree, cut.stats, ""))
+    assert result.stats.iterations == CONFIG.iterations == sum(1 for n in result.tree.nodes if n.expanded)
