@@ -232,7 +232,10 @@ def run_loop(
             if result.interrupted:
                 interrupted.append(task.id)
                 if checkpoints is not None and result.tree is not None:
-                    checkpoints.save(task.id, result.tree, result.stats)
+                    try:
+                        checkpoints.save(task.id, result.tree, result.stats)
+                    except OSError:  # the other trees' records still go on
+                        log.exception("task %s: could not save its checkpoint", task.id)
                 continue
             record = to_record(result, task)
             results.append(record)

@@ -87,16 +87,25 @@ class TreeCheckpoints:
         self.every_s = float(every_s)
         self.settings = None if settings is None else json.loads(json.dumps(settings, default=str))
         self._last: dict[str, float] = {}
+        self._warned = False
 
     def path(self, task_id: str) -> Path:
         return self.folder / _file_name(task_id)
 
     def on_update(self, update: Any) -> None:
-        """Save ``update.tree`` unless this tree was saved less than ``every_s`` seconds ago."""
+        """Save ``update.tree`` unless this tree was saved less than ``every_s`` seconds ago. A folder that cannot
+        be written is said once (the search goes on; only its continuing is lost)."""
         last = self._last.get(update.task_id)
         if last is not None and time.monotonic() - last < self.every_s:
             return
-        self.save(update.task_id, update.tree, update.stats)
+        try:
+            self.save(update.task_id, update.tree, update.stats)
+        except OSError as exc:
+            self._last[update.task_id] = time.monotonic()
+            if not self._warned:
+                self._warned = True
+                log.warning("cannot write checkpoints into %s (%s): the trees in flight will not be continued "
+                            "after a kill", self.folder, exc)
 
     def save(self, task_id: str, tree: Tree, stats: SearchStats) -> Path:
         data = {"format": CHECKPOINT_FORMAT, "version": _VERSION, "task_id": task_id,

@@ -18,12 +18,14 @@ import collections
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from jupiter.llm import load_policy
 from jupiter.prompts import Message
 from jupiter.task import Task
 
+from search.checkpoints import DEFAULT_EVERY_S, TreeCheckpoints
 from search.config import SearchConfig
 from search.loaders import load_value, sandbox_factory
 from search.loaders import sandbox_config as search_sandbox_config
@@ -88,6 +90,7 @@ class WorkerContext:
     config: SearchConfig
     value: Any  # search.Value or None
     seed: int
+    checkpoints: Any = None  # search.checkpoints.TreeCheckpoints in the run folder, or None (no continuing)
 
 
 SolveFn = Callable[[Iterable[Task], WorkerContext], Iterator[Any]]
@@ -97,8 +100,10 @@ def engine_solve(tasks: Iterable[Task], context: WorkerContext) -> Iterator[Any]
     """The real per-worker work: the batched engine over a stream of tasks, one sandbox per tree in flight."""
     from search.driver import solve_many
 
+    saved = context.checkpoints
+    hooks = {} if saved is None else {"on_update": saved.on_update, "resume": saved.load}
     return solve_many(tasks, context.policy, context.sandbox_factory, context.config, context.value,
-                      seed=context.seed)
+                      seed=context.seed, **hooks)
 
 
 def best_reward(tree: Tree) -> float | None:
@@ -202,7 +207,8 @@ class TreeWorker:
 
     def __init__(self, name: str, config: SearchConfig, sandbox_config: Any = None, policy_spec: str | None = None,
                  policy_handle: Any = None, value_handle: Any = None, seed: int = 0,
-                 solve_fn: SolveFn | None = None, capture_file: str | None = None) -> None:
+                 solve_fn: SolveFn | None = None, capture_file: str | None = None,
+                 checkpoint_dir: str | None = None, checkpoint_every_s: float = DEFAULT_EVERY_S) -> None:
         if (policy_spec is None) == (policy_handle is None):
             raise ValueError("TreeWorker: give exactly one of policy_spec and policy_handle")
         if policy_handle is not None:
@@ -219,9 +225,11 @@ class TreeWorker:
 
         self.name = name
         self._solve = solve_fn or engine_solve
+        checkpoints = None if checkpoint_dir is None else TreeCheckpoints(Path(checkpoint_dir), checkpoint_every_s,
+                                                                          settings=config.to_dict())
         self._context = WorkerContext(worker=name, policy=policy, sandbox_factory=factory, config=config,
                                       value=RemoteValue(value_handle) if value_handle is not None else None,
-                                      seed=seed)
+                                      seed=seed, checkpoints=checkpoints)
 
     def pid(self) -> int:
         return os.getpid()

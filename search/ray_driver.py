@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from jupiter.task import Task
 
+from search.checkpoints import CHECKPOINTS, DEFAULT_EVERY_S, TreeCheckpoints
 from search.config import SearchConfig
 from search.ray_actors import (
     PolicyServer,
@@ -194,7 +195,8 @@ class _Run:
                  out_dir: Path, value_model: str | None, workers: int | None, sandbox_config: Any,
                  max_retries: int, seed: int, resources: RayResources, solve_fn: SolveFn | None,
                  on_outcome: Callable[[TreeOutcome], None] | None, progress: Any,
-                 share_policy: bool | None, capture_file: str | None = None) -> None:
+                 share_policy: bool | None, capture_file: str | None = None,
+                 checkpoint_every_s: float = DEFAULT_EVERY_S) -> None:
         import ray
 
         self.ray = ray
@@ -208,6 +210,11 @@ class _Run:
         self.solve_fn = solve_fn
         self.sandbox_config = sandbox_config
         self.capture_file = capture_file
+        # the workers checkpoint their trees into the run folder (one machine, or one shared filesystem), except
+        # when they capture files: those of a continued tree's earlier nodes died with the old worker
+        self.checkpoints = TreeCheckpoints(out_dir / CHECKPOINTS)
+        self.checkpoints_dir = None if capture_file else str(out_dir / CHECKPOINTS)
+        self.checkpoint_every_s = checkpoint_every_s
         self.on_outcome = on_outcome
         self.progress = progress
         self.tally = _Tally()
@@ -257,6 +264,7 @@ class _Run:
             policy_spec=None if self.policy_handle is not None else self.spec,
             policy_handle=self.policy_handle, value_handle=self.value_handle,
             seed=self.seed, solve_fn=self.solve_fn, capture_file=self.capture_file,
+            checkpoint_dir=self.checkpoints_dir, checkpoint_every_s=self.checkpoint_every_s,
         )
         return _Slot(name, handle)
 
@@ -315,6 +323,7 @@ class _Run:
             return
         self.delivered.add(outcome.task_id)
         path = write_tree_atomic(outcome.tree, self.trees_dir / tree_file_name(outcome.task_id))
+        self.checkpoints.discard(outcome.task_id)  # the finished tree is written: its checkpoint is spent
         status = TaskStatus.OK if outcome.error is None else TaskStatus.TREE_ERROR
         self.manifest.append(ManifestRecord(
             task_id=outcome.task_id, status=status, attempt=outcome.attempt, worker=outcome.worker,
@@ -428,6 +437,7 @@ def solve_tasks_ray(
     ray_init: dict[str, Any] | None = None,
     share_policy: bool | None = None,
     capture_file: str | None = None,
+    checkpoint_every_s: float = DEFAULT_EVERY_S,
 ) -> RunSummary:
     """Solve every task on Ray; write ``OUT/trees/*.json``, ``OUT/manifest.jsonl`` and ``OUT/summary.json``.
 
@@ -437,7 +447,11 @@ def solve_tasks_ray(
     ``on_outcome`` is called in the driver after each tree's files are written. ``share_policy`` forces (True)
     or forbids (False) one shared policy actor; None decides by the spec (``policy_is_shared``).
     ``capture_file`` (e.g. ``submission.csv``): workers read that file of every answer node's state and send
-    it back in ``TreeOutcome.files`` (DSBench scores them). Side effects: starts (and then
+    it back in ``TreeOutcome.files`` (DSBench scores them). Without it, the workers checkpoint each tree in
+    flight into ``OUT/checkpoints/`` at most every ``checkpoint_every_s`` seconds (``search.checkpoints``), and
+    a worker that takes a task whose checkpoint is there (a retry after a worker died, a rerun after a kill)
+    continues that tree; this needs ``OUT`` on the workers' filesystem (one machine or a shared one), elsewhere
+    each worker's checkpoints stay on its own node. Side effects: starts (and then
     shuts down) a private local Ray instance unless Ray is initialised or an address is given; shows a tqdm bar
     on stderr when ``progress``. Raises KeyboardInterrupt after writing the summary when interrupted.
     """
@@ -472,7 +486,7 @@ def solve_tasks_ray(
             bar = tqdm(total=len(todo), desc="trees", unit="tree", dynamic_ncols=True)
         run = _Run(todo, manifest.attempts(), llm_spec, config, out, None if value_model is None else str(value_model),
                    workers, sandbox_config, max_retries, seed, resources, solve_fn, on_outcome, bar, share_policy,
-                   capture_file)
+                   capture_file, checkpoint_every_s)
         run.loop()
     except KeyboardInterrupt:
         interrupted = True

@@ -208,7 +208,9 @@ def _run(args: argparse.Namespace, benchmark: str, data: Path | None, task_ids: 
     out_dir = check_output_folder(_out_dir(args, benchmark))  # resumable, but it must be a writable folder
     console_log.log_to(out_dir)  # other programs' output (vLLM's hints, warnings) ends in OUT/jupiter.log
     # DSBench scores each answer node's submission file: on Ray the workers read it from their sandboxes.
-    ray_options = {"capture_file": "submission.csv"} if args.ray and benchmark == "dsbench" else {}
+    ray_options: dict[str, Any] = {"checkpoint_every_s": args.checkpoint_every}
+    if args.ray and benchmark == "dsbench":
+        ray_options["capture_file"] = "submission.csv"
     try:
         solver = solver_for(args.ray, args.llm, args.value_model, out_dir / "ray", **ray_options)
     except RayUnavailableError as exc:

@@ -160,7 +160,8 @@ def solve_on_ray(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"batch-{time.strftime('%Y%m%d-%H%M%S')}"
     summary = solve_tasks_ray(tasks, args.llm, config, out, value_model=args.value_model,
                               address=args.ray_address or os.environ.get("RAY_ADDRESS"),
-                              workers=args.workers, seed=args.seed, progress=not args.no_progress)
+                              workers=args.workers, seed=args.seed, progress=not args.no_progress,
+                              checkpoint_every_s=args.checkpoint_every)
     for note in notes:
         log.info(note)
     print(json.dumps(summary.to_dict(), default=str))

@@ -18,7 +18,7 @@ from search import Mode, SearchConfig, load_tree
 from search.ray_driver import RayResources, solve_tasks_ray
 from search.ray_manifest import DeathCause, Manifest, TaskStatus, tree_file_name
 
-from ray_fixtures import N_TASKS
+from ray_fixtures import N_TASKS, write_replay, write_tasks
 
 psutil = pytest.importorskip("psutil")
 
@@ -109,6 +109,33 @@ def test_killed_worker_yields_every_tree_once_and_no_orphans(ray_local, task_fil
     while _alive(killed["children"]) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _alive(killed["children"]) == [], "sandbox processes outlived their killed worker"
+
+
+def test_a_killed_workers_trees_continue_from_their_checkpoints_on_another_worker(ray_local, tmp_path):
+    """Slow cells keep the trees in flight when the first tree finishes; the worker holding the others is killed
+    and the retries, on a new worker, continue the trees it checkpointed instead of starting them over."""
+    folder = tmp_path / "tasks"
+    tasks = load_tasks(write_tasks(folder, n=4))
+    replay = write_replay(folder, n=4, cell_seconds=0.5)
+    out = tmp_path / "collect"
+    killed: dict[str, object] = {}
+    resumes: dict[str, int] = {}
+
+    def kill_the_busy_worker(outcome) -> None:
+        resumes[outcome.task_id] = outcome.stats.resumes
+        if killed or not list((out / "checkpoints").glob("*.json")):
+            return
+        killed.update(worker=outcome.worker)
+        os.kill(outcome.pid, signal.SIGKILL)
+
+    summary = solve_tasks_ray(tasks, f"replay:{replay}", CONFIG, out, workers=1, progress=False,
+                              on_outcome=kill_the_busy_worker, checkpoint_every_s=0)
+    assert killed and summary.done == 4 and summary.gave_up == 0
+    retried = {r.task_id for r in Manifest(out).read() if r.status is TaskStatus.WORKER_DIED}
+    assert retried and all(resumes[t] == 1 for t in retried)
+    assert all(resumes[t] == 0 for t in resumes if t not in retried)
+    assert list((out / "checkpoints").glob("*.json")) == []  # each finished tree's checkpoint went
+    _check_trees(out, tasks)
 
 
 def test_raising_worker_is_reused_and_a_hopeless_task_gives_up(ray_local, task_files, tmp_path):
