@@ -33,7 +33,7 @@ from search.config import BackupRule, Mode, SearchConfig
 from search.evaluate import fixed_value, needs_value_model
 from search.expand import (REPEAT_TEMPERATURE, apply_execution, apply_malformed, check_limits, classify_reply,
                            draft_children, make_sampling_params, repeats_failed_cell)
-from search.protocols import PolicyLike, ReusableSandbox, SandboxLike, Value
+from search.protocols import PolicyLike, RestorableState, ReusableSandbox, SandboxLike, Value
 from search.puct import backup, select
 from search.result import SearchResult, SearchStats, result_from_tree
 from search.tree import MODEL_FAILURES, Node, NodeStatus, TerminalReason, Tree
@@ -264,9 +264,8 @@ def _restore_states(tree: Tree) -> None:
         if not node.expandable:
             continue
         cells = recorded_cells(node)
-        restore = getattr(root_state, "restore", None)
-        if callable(restore):
-            node.state = restore(cells)
+        if isinstance(root_state, RestorableState):
+            node.state = root_state.restore(cells)
             continue
         node.state = root_state.branch()
         for code in cells:

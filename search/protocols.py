@@ -20,6 +20,7 @@ __all__ = [
     "StateLike",
     "SandboxLike",
     "ReusableSandbox",
+    "RestorableState",
     "Value",
 ]
 
@@ -69,6 +70,14 @@ class StateLike(Protocol):
     def run(self, code: str, timeout: float | None = None) -> ExecutionLike: ...
 
     def branch(self) -> "StateLike": ...
+
+
+@runtime_checkable
+class RestorableState(Protocol):
+    """A state that can hand out a descendant recorded as having run ``cells``, rebuilt by replay when first
+    used (``sandbox.State.restore``): how a continued tree gets its leaves' states back cheaply."""
+
+    def restore(self, cells: Sequence[str]) -> StateLike: ...
 
 
 @runtime_checkable
