@@ -294,15 +294,40 @@ def _trees_in_flight(runs: list[_TreeRun], config: SearchConfig) -> int | None:
     return config.max_trees_in_flight if fit is None else min(config.max_trees_in_flight, fit)
 
 
+class _FitNotice:
+    """Says once per search, in the log, that the memory budget holds fewer trees than were asked for, how many
+    and how to allow more: otherwise ``--concurrency 20`` that runs 6 trees at a time looks like a slow model."""
+
+    def __init__(self, config: SearchConfig) -> None:
+        self.config = config
+        self.said = False
+
+    def __call__(self, runs: list[_TreeRun], limit: int) -> None:
+        if self.said:
+            return
+        self.said = True
+        sandbox = next((run.sandbox for run in runs if run.sandbox is not None), None)
+        budget = getattr(sandbox, "memory_budget", None)  # a SandboxLike need not have one
+        size = getattr(budget, "limit_bytes", None)
+        log.warning("the sandboxes' memory budget%s holds %d tree(s) at their peak of %d live states each: %d run "
+                    "at once, not %d (more memory for the sandboxes: $JUPITER_SANDBOX_MEMORY_MB, docs/sandbox.md)",
+                    f" ({size // 2**20} MiB)" if isinstance(size, int) else "", limit,
+                    _states_per_tree(self.config), limit, self.config.max_trees_in_flight)
+
+
 def _admit(active: list[_TreeRun], queue: Iterator[Task], seed: int, config: SearchConfig,
            stop: Callable[[str], bool] | None, open_now: Callable[[_TreeRun], None],
-           resume: Callable[[Task], SavedSearch | None] | None = None) -> list[_TreeRun]:
+           resume: Callable[[Task], SavedSearch | None] | None = None,
+           held_back: Callable[[list[_TreeRun], int], None] | None = None) -> list[_TreeRun]:
     """The queued trees that may start now (not yet opened, except the first one when it is opened to learn how
-    many trees the memory holds: ``open_now``)."""
+    many trees the memory holds: ``open_now``). ``held_back(runs, limit)`` is told when the memory budget, not
+    ``max_trees_in_flight``, stops the admission."""
     admitted: list[_TreeRun] = []
     while len(active) + len(admitted) < config.max_trees_in_flight:
         limit = _trees_in_flight(active + admitted, config)
         if limit is not None and len(active) + len(admitted) >= limit:
+            if held_back is not None:
+                held_back(active + admitted, limit)
             break
         item = next(queue, None)
         if item is None:
@@ -636,12 +661,13 @@ def solve_many(
     count_tokens = getattr(policy, "count_tokens", None)
     count_tokens = count_tokens if callable(count_tokens) else None
     call_rng = random.Random(f"{seed}:calls")
+    fit_notice = _FitNotice(config)
     step = finished = 0
     pool = ThreadPoolExecutor(max_workers=config.max_concurrent_cells, thread_name_prefix="search-cell")
     try:
         while True:
             admitted = _admit(active, queue, seed, config, stop,
-                              lambda r: pool.submit(_open, r, open_tree, config).result(), resume)
+                              lambda r: pool.submit(_open, r, open_tree, config).result(), resume, fit_notice)
             list(pool.map(lambda r: _open(r, open_tree, config),
                           [r for r in admitted if not r.done and not r.opened]))
             if queue.dry:

@@ -329,17 +329,20 @@ def _trees_per_call(fit: int, **settings) -> tuple[int, _Budget]:
     return max(h for h, _ in policy.calls), budget
 
 
-def test_trees_in_flight_follow_what_the_memory_budget_holds():
+def test_trees_in_flight_follow_what_the_memory_budget_holds(caplog):
     """Trees beyond what the sandboxes' memory budget holds at their peak would only make it evict states the
-    trees still need; so the driver admits no more trees than fit."""
+    trees still need; so the driver admits no more trees than fit, and says so once."""
     most, budget = _trees_per_call(2, max_trees_in_flight=16)
     assert most == 2
     assert set(budget.asked) == {2 + 3 * 0}  # the root and the leaves of 3 iterations of K=1
+    said = [r.getMessage() for r in caplog.records if "memory budget" in r.getMessage()]
+    assert said == ["the sandboxes' memory budget holds 2 tree(s) at their peak of 2 live states each: 2 run at "
+                    "once, not 16 (more memory for the sandboxes: $JUPITER_SANDBOX_MEMORY_MB, docs/sandbox.md)"]
 
 
-def test_max_trees_in_flight_stays_the_upper_bound_when_more_would_fit():
+def test_max_trees_in_flight_stays_the_upper_bound_when_more_would_fit(caplog):
     most, _ = _trees_per_call(10, max_trees_in_flight=3)
-    assert most == 3
+    assert most == 3 and "memory budget" not in caplog.text
 
 
 def test_trees_in_flight_ignore_memory_when_told_to():
