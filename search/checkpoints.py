@@ -159,5 +159,10 @@ class TreeCheckpoints:
                 if stored.get(k) != self.settings.get(k)]
 
     def discard(self, task_id: str) -> None:
+        """Remove ``task_id``'s file, and the folder once it is empty (a finished run leaves no empty folder)."""
         self.path(task_id).unlink(missing_ok=True)
         self._last.pop(task_id, None)
+        try:
+            self.folder.rmdir()
+        except OSError:  # absent, or another tree's file is still there
+            pass
