@@ -64,6 +64,7 @@ class RunOutcome:
 
     skipped: int = 0
     ran: int = 0
+    continued: int = 0  # of those it ran, the trees it continued from a checkpoint
     failed: int = 0
     seconds: float = 0.0
     records: list[TaskRecord] = field(default_factory=list)
@@ -246,6 +247,7 @@ def run_loop(
             if checkpoints is not None:
                 checkpoints.discard(task.id)
             outcome.ran += 1
+            outcome.continued += result.stats.resumes > 0
             outcome.failed += record.error is not None
             outcome.records.append(record)
             if bar is not None:

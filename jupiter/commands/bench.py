@@ -180,8 +180,9 @@ def _print_result(out_dir: Path, outcome: Any, summary: dict[str, Any]) -> None:
 
     pairs = headline(summary)
     print(format_table([t for t, _ in pairs], [[_short(v) for _, v in pairs]]))
-    print(f"ran {outcome.ran} task(s), skipped {outcome.skipped} already done, {outcome.failed} with errors; "
-          f"report: {out_dir / 'summary.md'}")
+    continued = f" ({outcome.continued} continued from a checkpoint)" if outcome.continued else ""
+    print(f"ran {outcome.ran} task(s){continued}, skipped {outcome.skipped} already done, {outcome.failed} with "
+          f"errors; report: {out_dir / 'summary.md'}")
 
 
 def _short(value: Any) -> str:

@@ -284,6 +284,7 @@ def test_a_killed_bench_run_continues_its_tree_from_the_checkpoint(tmp_path, dab
     assert not (out / "results.jsonl").is_file() or not (out / "results.jsonl").read_text().strip()
     done = jupiter(*args)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "ran 1 task(s) (1 continued from a checkpoint), skipped 0 already done" in done.stdout
     record = json.loads((out / "results.jsonl").read_text())
     assert record["id"] == "0" and record["stats"]["resumes"] == 1 and record["stats"]["iterations"] == 6
     tree = {n["tag"]: n for n in json.loads((out / "trees" / "0.json").read_text())}
