@@ -175,11 +175,6 @@ def record_failure(out_dir: Path, exc: BaseException, task_ids: Sequence[str], b
     return failure, write_failure(out_dir, failure)
 
 
-def _settings(config: Any) -> dict[str, Any] | None:
-    to_dict = getattr(config, "to_dict", None)
-    return to_dict() if callable(to_dict) else None
-
-
 def run_loop(
     tasks: Sequence[Task],
     *,
@@ -221,7 +216,7 @@ def run_loop(
 
         bar = tqdm(total=len(tasks), initial=outcome.skipped, desc=benchmark, unit="task", dynamic_ncols=True)
     interrupted: list[str] = []
-    checkpoints = (TreeCheckpoints(options.out_dir / CHECKPOINTS, options.checkpoint_every_s, _settings(config))
+    checkpoints = (TreeCheckpoints(options.out_dir / CHECKPOINTS, options.checkpoint_every_s, config.to_dict())
                    if options.checkpoints and not options.ray else None)
     hooks = {} if checkpoints is None else {"on_update": checkpoints.on_update, "resume": checkpoints.load}
     try:
