@@ -404,11 +404,6 @@ class Server:
         except MemoryError:
             self.conn.sendall(_OUT_OF_MEMORY_FRAME)
 
-    def _info(self):
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return {"op": "info", "pid": os.getpid(), "threads": self._threads(), "cwd": os.getcwd(),
-                "maxrss_kb": usage.ru_maxrss, "uid": os.getuid()}
-
     def serve(self):
         while True:
             try:
@@ -424,8 +419,6 @@ class Server:
                 reply = self._fork(request, fds)
                 if reply is None:  # we are the new child: greet was sent, serve the new socket
                     continue
-            elif op == "info":
-                reply = self._info()
             elif op == "close":
                 protocol.send_frame(self.conn, {"op": "closed"})
                 os._exit(0)

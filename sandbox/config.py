@@ -138,14 +138,14 @@ class SandboxConfig:
                 object.__setattr__(self, name, enum_type(value))
             except ValueError:
                 fail(name, f"must be one of {[m.value for m in enum_type]}")
-        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
-            fail("timeout_s", "must be a positive number of seconds")
+        for name in ("timeout_s", "disk_check_s", "startup_timeout_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value > 0):
+                fail(name, "must be a positive number of seconds")
         if not (isinstance(self.max_live_states, int) and self.max_live_states >= 1):
             fail("max_live_states", "must be an integer >= 1")
         if self.cpu_weight is not None and not (isinstance(self.cpu_weight, int) and 1 <= self.cpu_weight <= 10000):
             fail("cpu_weight", "must be an integer 1..10000 or None")
-        if not (isinstance(self.disk_check_s, (int, float)) and self.disk_check_s > 0):
-            fail("disk_check_s", "must be a positive number of seconds")
         for name in ("max_memory_mb", "memory_limit_mb", "cpu_limit_s", "max_processes", "max_file_size_mb",
                      "state_memory_mb", "disk_quota_mb"):
             value = getattr(self, name)
@@ -176,13 +176,9 @@ class SandboxConfig:
                 fail("readonly_paths", f"{path} is not an absolute path")
         if self.root_dir is not None:
             object.__setattr__(self, "root_dir", Path(self.root_dir))
-        if not (isinstance(self.startup_timeout_s, (int, float)) and self.startup_timeout_s > 0):
-            fail("startup_timeout_s", "must be a positive number of seconds")
-        for name in ("state_cgroups", "shared_memory_budget"):
+        for name in ("state_cgroups", "shared_memory_budget", "huge_pages"):
             if not isinstance(getattr(self, name), bool):
                 fail(name, "must be True or False")
-        if not isinstance(self.huge_pages, bool):
-            fail("huge_pages", "must be True or False")
         env = self.env.items() if isinstance(self.env, Mapping) else self.env
         try:
             pairs = tuple(sorted((k, v) for k, v in env))

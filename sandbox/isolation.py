@@ -77,11 +77,7 @@ def bwrap_works() -> bool:
 
 
 def _under(path: Path, parent: Path) -> bool:
-    try:
-        path.resolve().relative_to(parent.resolve())
-        return True
-    except ValueError:
-        return False
+    return path.resolve().is_relative_to(parent.resolve())
 
 
 def plan_isolation(config: SandboxConfig, root_dir: Path, readonly_dirs: tuple[Path, ...]) -> IsolationPlan:

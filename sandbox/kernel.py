@@ -64,7 +64,6 @@ class KernelRuntime:
         from jupyter_client.manager import KernelManager
 
         self.config = config
-        self.workspace = workspace
         self.generation = generation
         self.closed = False
         self._km = KernelManager(kernel_name=config.kernel_name)

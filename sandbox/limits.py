@@ -145,6 +145,22 @@ def _inside(mountpoint, mount_root, path):
     return Path(mountpoint) / ("" if rel == "." else rel)
 
 
+def _procs(path):
+    """Process ids in the cgroup at ``path`` now (host pid namespace); empty when unreadable."""
+    try:
+        return [int(p) for p in (path / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 @dataclass(frozen=True)
 class PidsCgroup:
     """One sandbox's ``pids`` cgroup: a directory in the cgroup file system (created and removed by us)."""
@@ -187,10 +203,7 @@ class PidsCgroup:
 
     def pids(self):
         """Process ids in the group now (host pid namespace)."""
-        try:
-            return [int(p) for p in self.procs_file.read_text().split()]
-        except (OSError, ValueError):
-            return []
+        return _procs(self.path)
 
     def holds(self, pid):
         return pid in self.pids()
@@ -221,11 +234,7 @@ class PidsCgroup:
         for child in children:
             PidsCgroup(child).remove(timeout_s=max(0.1, deadline - time.monotonic()))
         while True:
-            for pid in self.pids():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            _kill_all(self.pids())
             try:
                 self.path.rmdir()
                 return True
@@ -492,10 +501,7 @@ class StateGroup:
         return all(path.name in where for path in self.paths)
 
     def pids(self):
-        try:
-            return [int(p) for p in (self.paths[0] / "cgroup.procs").read_text().split()]
-        except (OSError, ValueError):
-            return []
+        return _procs(self.paths[0])
 
     def kill(self, timeout_s=2.0):
         """SIGKILL every member until none is left (a member forking meanwhile is caught by the next round).
@@ -512,11 +518,7 @@ class StateGroup:
                 members = [pid for pid in members if pid not in shielded]
             if not members:
                 return True
-            for pid in members:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            _kill_all(members)
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.001)

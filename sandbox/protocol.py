@@ -70,8 +70,6 @@ def readable(sock: socket.socket, deadline: float | None) -> bool:
             timeout_ms = max(1, int(remaining * 1000 + 0.999))
         if poller.poll(timeout_ms):
             return True
-        if deadline is None:
-            continue
 
 
 def _wait_readable(sock: socket.socket, deadline: float | None) -> None:

@@ -69,29 +69,28 @@ class RawResult:
     ename: str | None = None
 
 
-def uss_bytes(pid: int) -> int:
-    """Unique (private) memory of a process in bytes, 0 if it is gone."""
+def _smaps_bytes(pid: int, fields: tuple[str, ...]) -> int:
+    """The sum of ``fields`` (line prefixes such as ``"Pss:"``) of a process's ``smaps_rollup`` in bytes, 0 if
+    the process is gone."""
     total = 0
     try:
         with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
             for line in fh:
-                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                if line.startswith(fields):
                     total += int(line.split()[1]) * 1024
     except (OSError, ValueError):
         return 0
     return total
 
 
+def uss_bytes(pid: int) -> int:
+    """Unique (private) memory of a process in bytes, 0 if it is gone."""
+    return _smaps_bytes(pid, ("Private_Clean:", "Private_Dirty:"))
+
+
 def pss_bytes(pid: int) -> int:
     """Proportional set size of a process in bytes (shared pages split among sharers), 0 if gone."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        return 0
-    return 0
+    return _smaps_bytes(pid, ("Pss:",))
 
 
 #: Host variables that reach cells (names, or prefixes ending in ``*``). Everything else of the host's environment
@@ -166,17 +165,15 @@ class _Born:
 
     sock: socket.socket
     host_pid: int
-    ns_pid: int
     fault_fd: int | None
     joined: bool
-    scoped: bool
 
 
 def _request_fork(sock: socket.socket, request: dict, deadline: float, workspace: Path,
                   join_fds: tuple[int, ...] = ()) -> _Born | None:
-    """Ask the runtime on ``sock`` to fork. Returns the child's socket, pids and crash-report memfd (if it sent
-    one), whether it moved itself into its cgroups (``join_fds``: ``StateGroup.join_files``) and entered its own
-    Landlock domain; None when the runtime refused (unsafe to fork). Raises RuntimeDied / protocol.FrameTimeout."""
+    """Ask the runtime on ``sock`` to fork. Returns the child's socket, pid and crash-report memfd (if it sent
+    one) and whether it moved itself into its cgroups (``join_fds``: ``StateGroup.join_files``); None when the
+    runtime refused (unsafe to fork). Raises RuntimeDied / protocol.FrameTimeout."""
     host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     host_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     try:
@@ -213,7 +210,7 @@ def _request_fork(sock: socket.socket, request: dict, deadline: float, workspace
         if fault_fd is not None:
             os.close(fault_fd)
         raise RuntimeDied("forked runtime did not report credentials")
-    return _Born(host_end, host_pid, int(hello["pid"]), fault_fd, bool(hello.get("joined")), bool(hello.get("scoped")))
+    return _Born(host_end, host_pid, fault_fd, bool(hello.get("joined")))
 
 
 class ForkRuntime:
@@ -221,16 +218,12 @@ class ForkRuntime:
 
     can_fork = True
 
-    def __init__(self, born: _Born, generation: int, workspace: Path, zygote: "Zygote",
-                 group: StateGroup | None) -> None:
+    def __init__(self, born: _Born, generation: int, zygote: "Zygote", group: StateGroup | None) -> None:
         self.sock = born.sock
         self.fault_fd = born.fault_fd
         self.pid = born.host_pid
-        self.ns_pid = born.ns_pid
-        self.scoped = born.scoped
         self.group: StateGroup | None = zygote.settle(group, born)
         self.generation = generation
-        self.workspace = workspace
         self.zygote = zygote
         self.closed = False
 
@@ -296,12 +289,7 @@ class ForkRuntime:
             if group is not None:
                 group.close()
             return None
-        return ForkRuntime(got, generation, workspace, self.zygote, group)
-
-    def info(self, timeout_s: float = 30.0) -> dict:
-        protocol.send_frame(self.sock, {"op": "info"})
-        reply, _, _ = protocol.recv_frame(self.sock, time.monotonic() + timeout_s)
-        return reply
+        return ForkRuntime(got, generation, self.zygote, group)
 
     def _death_note(self) -> str:
         """Why the runtime died, from its crash report: read from the memfd it handed over at birth (never from a
@@ -407,9 +395,6 @@ class Zygote:
         if result is None or result["data"].get("text/plain") != "2":
             self.close()
             raise StartupError(f"sandbox runtime self-check `1+1` did not give 2: {check['outputs']}")
-        self.preloaded = tuple(hello.get("preloaded", ()))
-        self.threads = int(hello.get("threads", 1))
-        self.uid = hello.get("uid")
         self.host_pid = host_pid if host_pid is not None else self.pid  # the runtime itself (inside bwrap)
         if groups is not None and host_pid is not None:  # never killed with a state's group (StateGroup.kill)
             groups.protected.update(p for p in (self.pid, host_pid, _parent_of(host_pid)) if p is not None)
@@ -493,7 +478,7 @@ class Zygote:
             if group is not None:
                 group.close()
             raise
-        return ForkRuntime(got, generation, workspace, self, group)
+        return ForkRuntime(got, generation, self, group)
 
     def close(self) -> None:
         """End the zygote; every runtime forked from it dies with it (PDEATHSIG, PID namespace)."""

@@ -206,11 +206,7 @@ class Sandbox:
         cfg = self.config
         self.process_budget, self._cgroup = open_process_budget(cfg.max_processes, self.isolation.nproc_enforced)
         self._groups = SandboxGroups.open(self._cgroup, cfg.state_memory_mb, cfg.cpu_weight, cfg.state_cgroups)
-        rlimits = cfg.rlimits()
-        if self._cgroup is not None:
-            rlimits["nproc"] = None
-        self._zygote = Zygote(cfg, self.layout, self.isolation, cgroup=self._cgroup, rlimits=rlimits,
-                              groups=self._groups)
+        self._zygote = self._new_zygote()
         if self._cgroup is not None and not self._cgroup.holds(self._zygote.pid):
             log.warning("the sandbox runtime did not join its cgroup %s: no process limit holds",
                         self._cgroup.path)
@@ -226,11 +222,15 @@ class Sandbox:
             if old is not None:
                 old.close()
             self._counts["zygote_restarts"] += 1
-            rlimits = self.config.rlimits()
-            if self._cgroup is not None:
-                rlimits["nproc"] = None
-            self._zygote = Zygote(self.config, self.layout, self.isolation, cgroup=self._cgroup, rlimits=rlimits,
-                                  groups=self._groups)
+            self._zygote = self._new_zygote()
+
+    def _new_zygote(self) -> Zygote:
+        """A zygote in this sandbox's cgroups; without RLIMIT_NPROC where its pids cgroup counts the processes."""
+        rlimits = self.config.rlimits()
+        if self._cgroup is not None:
+            rlimits["nproc"] = None
+        return Zygote(self.config, self.layout, self.isolation, cgroup=self._cgroup, rlimits=rlimits,
+                      groups=self._groups)
 
     # ---- context manager ----------------------------------------------------------------------------------
     def __enter__(self) -> "Sandbox":
@@ -640,19 +640,10 @@ class Sandbox:
                 log.info("process budget full: evicted an idle state to branch")
 
     def _evict_one(self, keep: tuple[State, ...]) -> bool:
+        """Evict the least recently used idle live state outside ``keep``; False when there is none."""
         with self._lock:
             candidates = [s for s in self._live.values() if all(s is not k for k in keep)]
-        for state in candidates:
-            if state._lock.acquire(blocking=False):
-                try:
-                    if state._runtime is None:
-                        continue
-                    self._drop_runtime(state)
-                    self._count("evictions")
-                    return True
-                finally:
-                    state._lock.release()
-        return False
+        return any(self._evict_state(s) for s in candidates)
 
     def _least_recent_idle(self, keep: tuple[Any, ...], tried: set[int]) -> tuple[float, State] | None:
         """``(last use, state)`` of this sandbox's least recently used live state outside ``keep`` and ``tried``
@@ -690,22 +681,8 @@ class Sandbox:
                 over_count = len(self._live) > cfg.max_live_states
             if not over_count and cfg.max_memory_mb is not None:
                 over_count = self.memory_in_use() > cfg.max_memory_mb * 1024 * 1024
-            if not over_count:
+            if not over_count or not self._evict_one(keep):  # only when over: eviction walks the live states
                 return
-            with self._lock:  # only when over: this walk is O(live states)
-                candidates = [s for s in self._live.values() if all(s is not k for k in keep)]
-            victim = None
-            for state in candidates:
-                if state._lock.acquire(blocking=False):
-                    victim = state
-                    break
-            if victim is None:
-                return
-            try:
-                self._drop_runtime(victim)
-                self._count("evictions")
-            finally:
-                victim._lock.release()
 
 
 # Re-exported for the package namespace.

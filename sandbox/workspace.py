@@ -133,8 +133,7 @@ def _make_writable(path: Path) -> None:
         os.chmod(dirpath, 0o755)
 
 
-def read_state_file(workspace: Path, name: str | os.PathLike, inputs_dir: Path | None = None,
-                    max_bytes: int | None = None) -> bytes:
+def read_state_file(workspace: Path, name: str | os.PathLike, inputs_dir: Path | None = None) -> bytes:
     """Read a file of a state without following any link a cell could have planted.
 
     Every component is opened relative to the one before with ``O_NOFOLLOW`` (no path is looked up again), so a
@@ -148,11 +147,10 @@ def read_state_file(workspace: Path, name: str | os.PathLike, inputs_dir: Path |
         raise WorkspaceError(f"read_file wants a path relative to the state's workspace, got {name}")
     if ".." in rel.parts:
         raise WorkspaceError(f"read_file path leaves the workspace: {name}")
-    return _read_beneath(Path(workspace), rel.parts, name, inputs_dir, max_bytes)
+    return _read_beneath(Path(workspace), rel.parts, name, inputs_dir)
 
 
-def _read_beneath(base: Path, parts: tuple[str, ...], name: str | os.PathLike, inputs_dir: Path | None,
-                  max_bytes: int | None) -> bytes:
+def _read_beneath(base: Path, parts: tuple[str, ...], name: str | os.PathLike, inputs_dir: Path | None) -> bytes:
     parts = tuple(p for p in parts if p not in ("", "."))
     if not parts:
         raise WorkspaceError(f"read_file wants a file, got {name!s}")
@@ -175,18 +173,16 @@ def _read_beneath(base: Path, parts: tuple[str, ...], name: str | os.PathLike, i
                 if not stat.S_ISLNK(info.st_mode):
                     raise WorkspaceError(f"read_file: {name!s} is not a file of the workspace") from None
                 target = Path(os.path.normpath(base.joinpath(*parts[:index], os.readlink(part, dir_fd=fd))))
-                if inputs_dir is None or not _is_beneath(target, Path(inputs_dir)):
+                if inputs_dir is None or not target.is_relative_to(inputs_dir):
                     raise WorkspaceError(f"read_file: {name!s} goes through a link out of the workspace "
                                          f"({'/'.join(parts[:index + 1])}); links are not followed") from None
                 return _read_beneath(Path(inputs_dir), (*target.relative_to(inputs_dir).parts, *parts[index + 1:]),
-                                     name, None, max_bytes)
+                                     name, None)
             os.close(fd)
             fd = nxt
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise WorkspaceError(f"read_file: {name!s} is not a regular file")
-        if max_bytes is not None and info.st_size > max_bytes:
-            raise WorkspaceError(f"read_file: {name!s} has {info.st_size} bytes, more than {max_bytes}")
         chunks = []
         while True:
             chunk = os.read(fd, 1 << 20)
@@ -195,14 +191,6 @@ def _read_beneath(base: Path, parts: tuple[str, ...], name: str | os.PathLike, i
             chunks.append(chunk)
     finally:
         os.close(fd)
-
-
-def _is_beneath(path: Path, parent: Path) -> bool:
-    try:
-        path.relative_to(parent)
-        return True
-    except ValueError:
-        return False
 
 
 def tree_bytes(path: Path) -> int:
