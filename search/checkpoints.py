@@ -112,7 +112,6 @@ class TreeCheckpoints:
                 "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "settings": self.settings, "stats": stats.to_dict(),
                 "tree": tree_to_dict(tree)}
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-        self.folder.mkdir(parents=True, exist_ok=True)
         path = replace_atomically(self.path(task_id), lambda tmp: tmp.write_text(text, encoding="utf-8"))
         self._last[task_id] = time.monotonic()
         return path

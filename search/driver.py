@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
+from jupiter.llm.types import PolicyError
 from jupiter.prompts import Message
 from jupiter.task import Task
 
@@ -38,7 +39,7 @@ from search.puct import backup, select
 from search.result import SearchResult, SearchStats, result_from_tree
 from search.tree import MODEL_FAILURES, Node, NodeStatus, TerminalReason, Tree
 
-__all__ = ["DriverStep", "TreeUpdate", "solve_many", "run_search", "tie_break_key", "policy_failure"]
+__all__ = ["DriverStep", "TreeUpdate", "solve_many", "run_search", "tie_break_key", "call_policy"]
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +136,12 @@ class _TreeRun:
 
 def _release(state: Any) -> None:
     """Give a state's snapshot back to the sandbox early (it will not be branched again)."""
-    for name in ("close", "release"):
-        method = getattr(state, name, None)
-        if callable(method):
-            try:
-                method()
-            except Exception:  # a dead runtime may fail to close; the sandbox reaps it
-                log.debug("releasing a state failed", exc_info=True)
-            return
+    close = getattr(state, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:  # a dead runtime may fail to close; the sandbox reaps it
+            log.debug("releasing a state failed", exc_info=True)
 
 
 def _close_sandbox(sandbox: Any) -> None:
@@ -352,7 +351,7 @@ def _expand(requests: list[_Request], policy: PolicyLike, config: SearchConfig, 
         histories: list[list[Message]] = [r.run.tree.messages(r.node) for r in group]
         params = make_sampling_params(config, n=n, seed=call_rng.randrange(2**31))
         started = time.perf_counter()
-        outputs = _generate(policy, histories, params)
+        outputs = call_policy(policy, histories, params)
         if len(outputs) != len(group):
             raise RuntimeError(f"policy returned {len(outputs)} completion lists for {len(group)} histories")
         for run in {id(r.run): r.run for r in group}.values():
@@ -401,7 +400,7 @@ def _resample_repeats(group: list[_Request], histories: list[list[Message]], out
         if not spots:
             break
         params = make_sampling_params(config, n=1, seed=call_rng.randrange(2**31), temperature=temperature)
-        again = _generate(policy, [histories[i] for i, _ in spots], params)
+        again = call_policy(policy, [histories[i] for i, _ in spots], params)
         for run in {id(group[i].run): group[i].run for i, _ in spots}.values():
             run.stats.model_calls += 1
         prompted: set[int] = set()
@@ -425,26 +424,17 @@ def _count_prompt(stats: Any, completions: list[Any]) -> None:
         stats.prompt_tokens = (stats.prompt_tokens or 0) + int(prompt_tokens)
 
 
-def _generate(policy: PolicyLike, histories: list[list[Message]], params: Any) -> list[list[Any]]:
-    """``policy.generate``; any backend's crash reaches the caller as the policy's failure (``policy_failure``)."""
+def call_policy(policy: PolicyLike, histories: list[list[Message]], params: Any) -> list[list[Any]]:
+    """``policy.generate``, whose crash reaches the caller as a ``PolicyError`` naming the backend (one that is a
+    ``PolicyError`` already is raised as is), so callers can tell a dead policy from a bug in the search; the
+    backend's own exception stays chained as the cause."""
     try:
         return policy.generate(histories, params)
+    except PolicyError:
+        raise
     except Exception as exc:
-        failure = policy_failure(policy, exc)
-        if failure is exc:
-            raise
-        raise failure from exc
-
-
-def policy_failure(policy: PolicyLike, exc: Exception) -> Exception:
-    """``exc`` as a ``PolicyError`` naming the backend (unchanged when it is one), so callers can tell a dead
-    policy from a bug in the search; the backend's own exception stays chained as the cause."""
-    from jupiter.llm.types import PolicyError
-
-    if isinstance(exc, PolicyError):
-        return exc
-    name = getattr(policy, "name", None) or type(policy).__name__
-    return PolicyError(f"{name} policy failed: {type(exc).__name__}: {exc}")
+        name = getattr(policy, "name", None) or type(policy).__name__
+        raise PolicyError(f"{name} policy failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _run_cells(children: list[tuple[_Request, Node]], pool: ThreadPoolExecutor, config: SearchConfig) -> None:

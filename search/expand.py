@@ -9,9 +9,10 @@ them: one batched policy call for all pending expansions, branching the parent's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
-from jupiter.prompts import Message, ParsedReply, ReplyStatus, STOP_SEQUENCES, parse_reply
+from jupiter.llm.types import SamplingParams
+from jupiter.prompts import Message, ParsedReply, ReplyStatus, parse_reply
 
 from search.config import PriorRule, SearchConfig
 from search.protocols import CompletionLike, ExecutionLike
@@ -20,7 +21,6 @@ from search.tree import Node, NodeStatus, TerminalReason
 
 __all__ = [
     "ChildDraft",
-    "LocalSamplingParams",
     "make_sampling_params",
     "draft_children",
     "classify_reply",
@@ -38,37 +38,17 @@ __all__ = [
 REPEAT_TEMPERATURE = 1.0
 
 
-@dataclass(frozen=True)
-class LocalSamplingParams:
-    """Stand-in with ``jupiter.llm.SamplingParams``' fields, used only when ``jupiter.llm`` is not installed."""
-
-    n: int = 1
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_tokens: int = 1024
-    stop: tuple[str, ...] = STOP_SEQUENCES
-    seed: int | None = None
-    logprobs: bool = False
-
-
-def make_sampling_params(config: SearchConfig, n: int, seed: int | None, temperature: float | None = None) -> Any:
-    """The sampling settings of one expansion call (``jupiter.llm.SamplingParams`` when available)."""
-    values = dict(
+def make_sampling_params(config: SearchConfig, n: int, seed: int | None,
+                         temperature: float | None = None) -> SamplingParams:
+    """The sampling settings of one expansion call (the stop strings are ``SamplingParams``' default)."""
+    return SamplingParams(
         n=n,
         temperature=config.temperature if temperature is None else temperature,
         top_p=config.top_p,
         max_tokens=config.max_tokens,
-        stop=STOP_SEQUENCES,
         seed=seed,
         logprobs=config.wants_logprobs,
     )
-    try:
-        from jupiter.llm import SamplingParams
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("jupiter.llm"):
-            raise
-        return LocalSamplingParams(**values)
-    return SamplingParams(**values)
 
 
 def repeats_failed_cell(node: Node, reply: str) -> bool:
@@ -170,9 +150,7 @@ def apply_execution(child: Node, parent: Node, execution: ExecutionLike, config:
         return
     if child.exec_status == "error":
         child.status = NodeStatus.CODE_ERROR
-        child.consecutive_errors = parent.consecutive_errors + 1
-        if child.consecutive_errors > config.max_consecutive_errors:
-            child.terminal = TerminalReason.TOO_MANY_ERRORS
+        apply_malformed(child, parent, config)  # an error in a row, like a malformed reply
     else:
         child.status = NodeStatus.CODE_OK
         child.consecutive_errors = 0

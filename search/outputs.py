@@ -5,9 +5,9 @@ Why one writer: a reader (a person, the tree view, a program polling the service
 files with the same meaning whichever way the task ran. Every file is written atomically (a temporary file in
 the same folder, renamed over the target), so a download or a reader never sees half a file, and
 ``result.json`` is written last, so its presence says the other files are complete. The Ray driver's tree and
-summary files (``write_tree_atomic``, ``write_json_atomic``) are also fsynced before the rename: its manifest
-line, appended after the tree file, must never survive a crash that the tree file did not. A solved task's
-files skip that (about 8 ms a file on a busy disk, on the service's search threads).
+summary files (``save_tree(..., durable=True)``, ``write_json_atomic``) are also fsynced before the rename: its
+manifest line, appended after the tree file, must never survive a crash that the tree file did not. A solved
+task's files skip that (about 8 ms a file on a busy disk, on the service's search threads).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ __all__ = [
     "WrittenOutputs",
     "write_outputs",
     "write_partial",
-    "write_tree_atomic",
     "write_json_atomic",
 ]
 
@@ -54,12 +53,6 @@ class WrittenOutputs:
     def path(self, name: str) -> Path:
         """The path of one of the written files (``RESULT_FILE``, ``TREE_FILE``, ...)."""
         return self.folder / name
-
-
-def write_tree_atomic(tree: Tree, path: str | Path, durable: bool = True) -> Path:
-    """Write ``tree`` as a tree file (``search.tree_io``) so that ``path`` is either absent or complete (and, when
-    ``durable``, on disk before this returns)."""
-    return replace_atomically(path, lambda tmp: save_tree(tree, tmp), durable)
 
 
 def write_json_atomic(data: Any, path: str | Path) -> Path:
@@ -93,7 +86,7 @@ def write_outputs(result: SearchResult, out: Path, extra: dict[str, Any] | None 
     out = Path(out)
     no_answer = result.answer is None
     record = dict(result.to_dict(), no_answer=no_answer, solution_notebook=NOTEBOOK_FILE, **(extra or {}))
-    write_tree_atomic(result.tree, out / TREE_FILE, durable=False)
+    save_tree(result.tree, out / TREE_FILE)
     notebook = path_notebook(result.tree, result.chosen_tag)
     if no_answer:
         stopped = " (the search was stopped early)" if result.interrupted else ""
@@ -114,5 +107,5 @@ def write_partial(tree: Tree, out: Path, task_id: str, summary: str) -> None:
     No ``result.json``: there is no decision yet, and its absence tells a reader the run is not over.
     """
     out = Path(out)
-    write_tree_atomic(tree, out / TREE_FILE, durable=False)
+    save_tree(tree, out / TREE_FILE)
     _write_text_atomic(render_tree_html(tree, task_id, None, summary), out / TREE_VIEW_FILE)

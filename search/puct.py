@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Callable, Collection
+from typing import Collection
 
 from search.config import PriorRule
 from search.tree import Node
 
-__all__ = ["puct_score", "select", "backup", "ScoreFn", "priors_from_logprobs"]
-
-ScoreFn = Callable[[Node, Node, float], float]
+__all__ = ["puct_score", "select", "backup", "priors_from_logprobs"]
 
 #: scores within this distance of the best count as a tie
 _TIE = 1e-12
@@ -34,8 +32,7 @@ def _selectable(node: Node) -> bool:
     return not node.is_terminal and not node.exhausted
 
 
-def select(root: Node, c_puct: float, rng: random.Random, score: ScoreFn = puct_score,
-           claimed: Collection[Node] = ()) -> Node | None:
+def select(root: Node, c_puct: float, rng: random.Random, claimed: Collection[Node] = ()) -> Node | None:
     """Descend from ``root`` to an expandable node; None when the whole tree is exhausted (or every expandable
     node is ``claimed``).
 
@@ -61,7 +58,7 @@ def select(root: Node, c_puct: float, rng: random.Random, score: ScoreFn = puct_
                 else:
                     node.exhausted = True
                 break
-            scores = [score(node, c, c_puct) for c in candidates]
+            scores = [puct_score(node, c, c_puct) for c in candidates]
             best = max(scores)
             tied = [c for c, s in zip(candidates, scores) if s >= best - _TIE]
             node = tied[0] if len(tied) == 1 else rng.choice(tied)

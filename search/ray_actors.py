@@ -182,9 +182,6 @@ class PolicyServer:
     def generate(self, histories: list[list[Message]], params: Any) -> list[list[Any]]:
         return self._policy.generate(histories, params)
 
-    def stats(self) -> Any:
-        return self._policy.stats()
-
 
 class ValueServer:
     """A shared value scorer behind the ``Value`` protocol: ``evaluate(histories) -> list[float]``."""

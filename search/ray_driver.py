@@ -50,7 +50,8 @@ from search.ray_manifest import (
     summarise_ids,
     tree_file_name,
 )
-from search.outputs import write_json_atomic, write_tree_atomic
+from search.outputs import write_json_atomic
+from search.tree_io import save_tree
 
 __all__ = ["RayResources", "RunSummary", "solve_tasks_ray", "policy_is_shared", "absolute_spec", "plan_workers", "describe"]
 
@@ -280,10 +281,13 @@ class _Run:
     def kill_all(self) -> None:
         for handle in [s.handle for s in self.slots] + [self.queue, self.policy_handle, self.value_handle]:
             if handle is not None:
-                try:
-                    self.ray.kill(handle, no_restart=True)
-                except Exception:  # already dead: nothing to end
-                    log.debug("ray.kill failed", exc_info=True)
+                self._kill(handle)
+
+    def _kill(self, handle: Any) -> None:
+        try:
+            self.ray.kill(handle, no_restart=True)
+        except Exception:  # already dead: nothing to end
+            log.debug("ray.kill failed", exc_info=True)
 
     # ------------------------------------------------------------------ loop
     def loop(self) -> None:
@@ -322,7 +326,7 @@ class _Run:
             log.error("task %s delivered twice (worker %s); keeping the first", outcome.task_id, outcome.worker)
             return
         self.delivered.add(outcome.task_id)
-        path = write_tree_atomic(outcome.tree, self.trees_dir / tree_file_name(outcome.task_id))
+        path = save_tree(outcome.tree, self.trees_dir / tree_file_name(outcome.task_id), durable=True)
         self.checkpoints.discard(outcome.task_id)  # the finished tree is written: its checkpoint is spent
         status = TaskStatus.OK if outcome.error is None else TaskStatus.TREE_ERROR
         self.manifest.append(ManifestRecord(
@@ -377,10 +381,7 @@ class _Run:
         if cause is DeathCause.ERROR and self._alive(slot):
             return  # the worker raised but lives: it takes tasks again on the next loop
         self.slots.remove(slot)
-        try:
-            self.ray.kill(slot.handle, no_restart=True)
-        except Exception:  # already gone
-            log.debug("ray.kill of a dead worker failed", exc_info=True)
+        self._kill(slot.handle)
         if self.spawned < self.max_spawns:
             self.slots.append(self._spawn())
         else:

@@ -1,7 +1,7 @@
 """The output folder of a distributed collection: one tree file per task and an append-only manifest.
 
 Why this layout: a collection runs for hours on machines that die. Every finished tree is written at once,
-atomically (``search.outputs.write_tree_atomic``), so a reader never sees half a tree, and
+atomically (``search.tree_io.save_tree(..., durable=True)``), so a reader never sees half a tree, and
 one JSON line per outcome is appended to ``manifest.jsonl`` (flushed and fsynced) *after* its tree file is in
 place. A rerun reads the manifest and skips every task whose last record says ``ok``: the manifest is the
 only source of truth, so a tree file without a manifest line (the driver died between the two writes) is

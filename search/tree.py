@@ -124,9 +124,8 @@ class Node:
 
     def turn(self) -> Turn | None:
         """This step as a prompt turn (None for the root and for failed replies, which have no clean turn)."""
-        if self.status in (NodeStatus.CODE_OK, NodeStatus.CODE_ERROR):
-            return Turn(thought=self.thought, code=self.code, observation=self.observation)
-        if self.status is NodeStatus.INFRASTRUCTURE and self.code is not None:
+        if self.status in (NodeStatus.CODE_OK, NodeStatus.CODE_ERROR) or (
+                self.status is NodeStatus.INFRASTRUCTURE and self.code is not None):
             return Turn(thought=self.thought, code=self.code, observation=self.observation)
         if self.status is NodeStatus.ANSWER:
             return Turn(thought=self.thought, answer=self.final_answer)

@@ -31,6 +31,7 @@ from typing import Any
 from jupiter.appendlog import replace_atomically
 from jupiter.prompts import OBSERVATION_PREFIX, Message, ReplyStatus, parse_reply
 from jupiter.task import Task, task_from_record
+from jupiter.tree_records import chain_messages
 
 from search.stored_outputs import (DEFAULT_MAX_CHARS, CappedOutputs, cap_outputs, duplicate_images, resolve_images,
                                    share_images)
@@ -140,13 +141,14 @@ def dumps_records(records: list[dict[str, Any]]) -> str:
     return "[\n" + ",\n".join(lines) + "\n]\n"
 
 
-def save_tree(tree: Tree, path: str | Path, max_output_chars: int = DEFAULT_MAX_CHARS) -> Path:
+def save_tree(tree: Tree, path: str | Path, max_output_chars: int = DEFAULT_MAX_CHARS, durable: bool = False) -> Path:
     """Write ``tree`` as JSON (UTF-8, atomically via a temporary file). Returns the path.
 
-    ``max_output_chars``: text kept per cell's outputs (``search.stored_outputs``).
+    ``max_output_chars``: text kept per cell's outputs (``search.stored_outputs``). ``durable``: on disk before
+    this returns (``replace_atomically``), for a file a later record vouches for (the Ray driver's manifest).
     """
     text = dumps_records(tree_to_records(tree, max_output_chars))
-    return replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), durable)
 
 
 def node_messages(records: list[dict[str, Any]], where: str = "tree") -> dict[str, list[Message]]:
@@ -154,28 +156,7 @@ def node_messages(records: list[dict[str, Any]], where: str = "tree") -> dict[st
 
     Raises TreeFileError naming the node when its ``turn`` is not a list or its ``extends`` is not in the file.
     """
-    by_tag = {str(r.get("tag")): r for r in records}
-    out: dict[str, list[Message]] = {}
-
-    def messages(tag: str, seen: tuple[str, ...] = ()) -> list[Message]:
-        if tag in out:
-            return out[tag]
-        record = by_tag.get(tag)
-        if record is None:
-            raise TreeFileError(f"{where}: node {seen[-1]!r} extends {tag!r}, which is not in the file")
-        turn = record.get("turn")
-        if not isinstance(turn, list):
-            raise TreeFileError(f"{where}: node {tag!r} has no 'turn' list")
-        base = record.get("extends")
-        if base is not None and str(base) in seen + (tag,):
-            raise TreeFileError(f"{where}: node {tag!r}: 'extends' makes a cycle")
-        prefix = messages(str(base), seen + (tag,)) if base is not None else []
-        out[tag] = prefix + [dict(m) for m in turn]
-        return out[tag]
-
-    for tag in by_tag:  # iterative enough: depth is bounded by the search's max depth
-        messages(tag)
-    return out
+    return chain_messages(records, where, TreeFileError)
 
 
 def _tag_key(tag: str) -> tuple[int, ...]:

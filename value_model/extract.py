@@ -12,8 +12,8 @@ value_sum, value``) — tags "0", "0.1", "0.1.2" define the parents — so both 
 (which add ``status``, ``final_answer``, ``reward``, ...) are read without importing the search package.
 Our lean files (``jupiter-tree`` version 2) store each node's own ``turn`` instead of its ``messages``: a
 node's messages are those of the node its ``extends`` names plus its ``turn`` (``with_messages`` rebuilds
-them, as ``search.tree_io.node_messages`` does). A file holds a list of nodes, an object with a ``nodes``
-list, an object ``{tag: node}``, or (``.jsonl``) one such tree per line.
+them with ``jupiter.tree_records.chain_messages``, as ``search.tree_io.node_messages`` does). A file holds a
+list of nodes, an object with a ``nodes`` list, an object ``{tag: node}``, or (``.jsonl``) one such tree per line.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from jupiter.prompts import Message, render_prompt
+from jupiter.tree_records import chain_messages
 from value_model.config import ConfigError, TemplateName
 
 __all__ = [
@@ -151,25 +152,7 @@ def with_messages(nodes: Sequence[dict[str, Any]], where: str = "tree") -> list[
     ``messages(node) = messages(extends) + turn``; the root (no ``extends``) has its ``turn`` as messages.
     Raises ExtractError naming the node when a chain is broken.
     """
-    by_tag = {str(n.get("tag")): n for n in nodes}
-    done: dict[str, list[Message]] = {}
-    for tag in by_tag:
-        chain: list[str] = []
-        current: str | None = tag
-        while current is not None and current not in done:  # walk up to a node already rebuilt (or the root)
-            if current in chain:
-                raise ExtractError(f"{where}: node {tag!r}: 'extends' makes a cycle")
-            node = by_tag.get(current)
-            if node is None:
-                raise ExtractError(f"{where}: node {chain[-1]!r} extends {current!r}, which is not in the file")
-            if not isinstance(node.get("turn"), list):
-                raise ExtractError(f"{where}: node {current!r} has no 'turn' list")
-            chain.append(current)
-            base = node.get("extends")
-            current = str(base) if base is not None else None
-        prefix = done[current] if current is not None else []
-        for link in reversed(chain):
-            prefix = done[link] = prefix + [dict(m) for m in by_tag[link]["turn"]]
+    done = chain_messages(nodes, where, ExtractError)
     return [dict(n, messages=done[str(n.get("tag"))]) for n in nodes]
 
 

@@ -22,7 +22,7 @@ from search.ray_manifest import (
     TaskStatus,
     tree_file_name,
 )
-from search.outputs import write_tree_atomic
+from search.tree_io import save_tree
 from search.ray_workdir import DEFAULT_EXCLUDES, check_working_dir
 
 from ray_fixtures import write_replay, write_tasks
@@ -61,7 +61,7 @@ def test_tree_is_written_atomically(tmp_path, task_files_local):
     from search import load_tree
 
     task = load_tasks(task_files_local[0])[0]
-    path = write_tree_atomic(Tree(task), tmp_path / "trees" / tree_file_name(task.id))
+    path = save_tree(Tree(task), tmp_path / "trees" / tree_file_name(task.id), durable=True)
     assert load_tree(path).task.id == task.id
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
 
