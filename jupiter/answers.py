@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = [
@@ -217,16 +217,8 @@ class DabenchScore:
     by_concept: Mapping[str, float] = field(default_factory=dict)  # strict ABQ per concept
 
     def to_dict(self, details: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "abq": self.abq,
-            "pasq": self.pasq,
-            "uasq": self.uasq,
-            "abq_strict": self.abq_strict,
-            "pasq_strict": self.pasq_strict,
-            "uasq_strict": self.uasq_strict,
-            "n": self.n,
-            "n_labels": self.n_labels,
-        }
+        details_fields = ("correct", "by_level", "by_concept")
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in details_fields}
         if details or self.by_level or self.by_concept:
             out["by_level"] = dict(self.by_level)
             out["by_concept"] = dict(self.by_concept)

@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `jupiter solve` saves its partial tree itself and never gets here once the search has started
         note = args.interrupted_note
         print(f"jupiter: interrupted; {note}" if note else "jupiter: interrupted", file=sys.stderr)
-        return 130
+        return console_log.EXIT_INTERRUPTED
 
 
 def _run(args: argparse.Namespace) -> int:

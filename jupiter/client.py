@@ -31,13 +31,13 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import requests
 import sseclient
-from requests.adapters import HTTPAdapter
 from urllib3.exceptions import MaxRetryError, NameResolutionError, NewConnectionError, ProtocolError, \
     ReadTimeoutError
 from urllib3.util.retry import Retry
 
 from jupiter import __version__
 from jupiter.hosts import is_loopback
+from jupiter.llm.endpoint import pooled_session
 from search.settings import JobSettings
 
 __all__ = [
@@ -166,14 +166,10 @@ def _session(loopback: bool, headers: Mapping[str, str]) -> requests.Session:
 
     A loopback server is reached directly: the environment's settings (``HTTP_PROXY`` without a ``NO_PROXY``
     would send a local request to the proxy) are not read for it."""
-    session = requests.Session()
-    session.headers.update(headers)
-    session.trust_env = not loopback
     retry = _ResendOnClosed(total=1, connect=0, read=1, status=0, other=0, redirect=0,
                             allowed_methods=IDEMPOTENT, raise_on_status=False, respect_retry_after_header=False)
-    adapter = HTTPAdapter(pool_connections=1, pool_maxsize=POOL_SIZE, max_retries=retry)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
+    session = pooled_session(headers, POOL_SIZE, retry)
+    session.trust_env = not loopback
     return session
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, TextIO
 
-__all__ = ["LOG_NAME", "OWN_PACKAGES", "Capture", "capture", "log_to", "log_path"]
+__all__ = ["LOG_NAME", "OWN_PACKAGES", "EXIT_INTERRUPTED", "Capture", "capture", "log_to", "log_path"]
 
 LOG_NAME = "jupiter.log"
 
@@ -61,10 +61,6 @@ TAIL_LINES = 30
 _FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
-def _module(frame: types.FrameType) -> str:
-    return str(frame.f_globals.get("__name__", ""))
-
-
 def _writer_is_ours(frame: types.FrameType | None) -> bool:
     """Whether text written from ``frame`` (the caller of ``write``) belongs on the console.
 
@@ -72,7 +68,7 @@ def _writer_is_ours(frame: types.FrameType | None) -> bool:
     a record at ERROR or above goes to the console whoever logged it. No deciding frame: the console.
     """
     while frame is not None:
-        module = _module(frame)
+        module = str(frame.f_globals.get("__name__", ""))
         top = module.split(".", 1)[0]
         if top not in _CARRIERS and module not in _CARRIER_MODULES:
             return top in OWN_PACKAGES
@@ -137,7 +133,8 @@ class _ConsoleFilter(logging.Filter):
         return record.levelno >= logging.WARNING and record.name.split(".", 1)[0] in OWN_PACKAGES
 
 
-#: exit code of an interrupted command (not a failure: no log tail is shown)
+#: exit code of an interrupted command (not a failure: no log tail is shown): the shell's code for "ended by
+#: SIGINT" (128 + 2); used after SIGTERM too, once the outputs are written
 EXIT_INTERRUPTED = 130
 
 

@@ -156,10 +156,7 @@ def ensure_finetuned_default_model(cache_dir: str | Path | None = None) -> Path:
         log.warning("no fine-tuned adapter in %s: using the base model, which does not follow the ReAct "
                     "format (train one with jupiter sft, see docs/sft.md)", ADAPTERS_DIR / SHIPPED_ADAPTER_NAME)
         return ensure_default_model(cache_dir)
-    try:
-        from jupiter.sft.merge import MERGED_MARKER, MergeError, merge_adapter
-    except ImportError as exc:  # pragma: no cover - jupiter.sft is part of this package
-        raise ModelError(f"the fine-tuned default model needs {exc.name!r}") from None
+    from jupiter.sft.merge import MERGED_MARKER, MergeError, merge_adapter
     target = finetuned_model_dir(adapter, cache_dir)
     if (target / MERGED_MARKER).is_file():
         return target

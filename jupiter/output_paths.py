@@ -18,9 +18,11 @@ Three kinds of output:
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass
@@ -35,6 +37,7 @@ __all__ = [
     "check_output_file",
     "check_output_folder",
     "check_run_folder",
+    "default_run_dir",
     "move_previous_run",
 ]
 
@@ -77,10 +80,8 @@ def _probe_writable(folder: Path) -> str | None:
     except OSError as exc:
         return exc.strerror or str(exc)
     os.close(handle)
-    try:
+    with contextlib.suppress(OSError):  # the probe file is empty and hidden: failing to remove it is no failure
         os.unlink(name)
-    except OSError:
-        pass  # the probe file is empty and hidden; failing to remove it must not fail the command
     return None
 
 
@@ -158,6 +159,14 @@ def check_run_folder(path: str | Path, force: bool = False, option: str = "--out
     what = "a finished run" if (path / "result.json").is_file() else "other files"
     raise OutputError(f"{option} {path}: the folder already holds {what}; "
                       "choose a new --out, or add --force to write over it")
+
+
+def default_run_dir(out: str | Path | None, task_id: str) -> Path:
+    """A solve run's folder: ``out`` when given, else ``runs/<task id made path-safe>-<time>``."""
+    if out is not None:
+        return Path(out)
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("_") or "task"
+    return Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def move_previous_run(folder: Path) -> Path:

@@ -210,7 +210,6 @@ class ChatTemplate:
     turn_end: str
     roles: tuple[tuple[str, str], ...]  # our role → the template's role name
     system_in_user: bool
-    bos: str = ""
 
     def role(self, role: str) -> str:
         return dict(self.roles).get(role, role)
@@ -245,7 +244,7 @@ def render_prompt(messages: Sequence[Message], template: ChatTemplate = GEMMA) -
             items[0]["content"] = f"{system}\n\n{items[0]['content']}"
         else:
             items.insert(0, {"role": "user", "content": system})
-    parts = [template.bos]
+    parts: list[str] = []
     for message in items:
         parts.append(template.turn_start.format(role=template.role(message["role"])))
         parts.append(message["content"])

@@ -38,6 +38,7 @@ __all__ = [
     "task_from_aime",
     "task_from_dsbench",
     "read_jsonl",
+    "read_setup",
     "SUBMISSION_FORMAT",
 ]
 
@@ -156,6 +157,17 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             raise TaskError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
     return records
+
+
+def read_setup(path: str | Path) -> str:
+    """The code of a ``--setup`` file (a setup cell run in the root state of every task); errors name it."""
+    try:
+        code = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"--setup {path}: cannot read it ({exc})") from None
+    if not code.strip():
+        raise TaskError(f"--setup {path}: the file is empty")
+    return code
 
 
 def _as_name_list(value: Any, where: str) -> list[str]:

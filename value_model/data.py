@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from value_model.config import ModelConfig
 from value_model.extract import Sample
@@ -67,13 +68,9 @@ def length_grouped_batches(lengths: Sequence[int], batch_size: int, rng: random.
 
 def collate(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad to the longest sequence of this batch → (input_ids [B, T], attention_mask [B, T])."""
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, sequence in enumerate(sequences):
-        ids[row, :len(sequence)] = torch.tensor(sequence, dtype=torch.long)
-        mask[row, :len(sequence)] = 1
-    return ids, mask
+    rows = [torch.tensor(sequence, dtype=torch.long) for sequence in sequences]
+    return (pad_sequence(rows, batch_first=True, padding_value=pad_id),  # pad_sequence pads on the right
+            pad_sequence([torch.ones_like(row) for row in rows], batch_first=True))
 
 
 def shared_prefix_groups(sequences: Sequence[Sequence[int]], max_group: int, min_shared: int

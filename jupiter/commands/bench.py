@@ -69,24 +69,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     inner = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
     resumable = ("finished tasks are saved in the run folder's results.jsonl and the trees in flight in checkpoints/; "
                  "rerun the same command to resume")
-    dab = inner.add_parser("dabench", help="InfiAgent-DABench closed-form questions: ABQ / PASQ / UASQ",
-                           formatter_class=HelpFormatter)
-    dab.set_defaults(interrupted_note=resumable, quiet_console=True)
-    _common(dab, "dabench")
-    dab.set_defaults(handler=run_dabench_command)
-    aime = inner.add_parser("aime", help="AIME 2025 with the tool-use prompt: OR and Vote accuracy",
-                            formatter_class=HelpFormatter)
-    aime.set_defaults(interrupted_note=resumable, quiet_console=True)
-    _common(aime, "aime")
-    aime.set_defaults(handler=run_aime_command)
-    ds = inner.add_parser("dsbench", help="DSBench data modeling: task success and RPG",
-                          formatter_class=HelpFormatter)
-    ds.set_defaults(interrupted_note=resumable, quiet_console=True)
-    _common(ds, "dsbench")
+    runners = (("dabench", "InfiAgent-DABench closed-form questions: ABQ / PASQ / UASQ", run_dabench_command),
+               ("aime", "AIME 2025 with the tool-use prompt: OR and Vote accuracy", run_aime_command),
+               ("dsbench", "DSBench data modeling: task success and RPG", run_dsbench_command))
+    runner_parsers: dict[str, argparse.ArgumentParser] = {}
+    for name, help_text, handler in runners:
+        runner = runner_parsers[name] = inner.add_parser(name, help=help_text, formatter_class=HelpFormatter)
+        runner.set_defaults(handler=handler, interrupted_note=resumable, quiet_console=True)
+        _common(runner, name)
+    ds = runner_parsers["dsbench"]
     ds.add_argument("--tasks", nargs="+", help="task names (default: every task of tasks.json present under --data)")
     ds.add_argument("--tasks-json", type=Path, help="scoring metadata (default: the shared dsbench/tasks.json)")
     ds.add_argument("--no-simplify", action="store_true", help="search on the full competition text")
-    ds.set_defaults(handler=run_dsbench_command)
     report = inner.add_parser("report", help="rebuild a run's summary and plots from its results.jsonl",
                               formatter_class=HelpFormatter)
     report.add_argument("run", type=Path)

@@ -18,10 +18,9 @@ import threading
 from types import FrameType
 from typing import Any, Callable
 
-__all__ = ["StopSignals", "EXIT_INTERRUPTED"]
+from jupiter.console_log import EXIT_INTERRUPTED
 
-#: the shell's code for "ended by SIGINT" (128 + 2); used after SIGTERM too, once the outputs are written
-EXIT_INTERRUPTED = 130
+__all__ = ["StopSignals", "EXIT_INTERRUPTED"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

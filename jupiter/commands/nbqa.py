@@ -198,17 +198,13 @@ def _add_export(inner: argparse._SubParsersAction) -> None:
     p.add_argument("--root", type=Path, default=None, help="notebook root, to copy data files into the export")
     p.add_argument("--verify", type=Path, default=None, help="verify.jsonl: adds the 'verified' flag")
     p.add_argument("--max-tokens", type=int, default=8192, help="token limit of one SFT sample")
-    p.add_argument("--over-length", choices=[o.value for o in _over_length()], default="drop",
+    p.add_argument("--over-length", choices=[o.value for o in OverLength], default="drop",
                    help="drop an over-length sample, or keep its longest prefix of whole turns")
     p.add_argument("--tokenizer", default=None,
                    help="Hugging Face tokenizer folder for exact token counts (default: a word/punct estimate)")
     p.add_argument("--complete-only", action="store_true",
                    help="NbQA gets only the complete-data, low-randomness split (SFT always gets all)")
     p.set_defaults(handler=_run_export)
-
-
-def _over_length():
-    return list(OverLength)
 
 
 def _run_export(args: argparse.Namespace) -> int:
@@ -331,10 +327,9 @@ def _run_to_dabench(args: argparse.Namespace) -> int:
         return _fail(f"{tables}: no such folder (pass --tables)")
     check_output_folder(args.out)
     report = write_dabench_layout(read_jsonl(args.nbqa), tables, args.out, args.limit)
-    if not report.written:
-        _emit(report)
-        return _fail(f"{args.nbqa}: no task has one data file in {tables} and an @name[value] label")
     _emit(report)
+    if not report.written:
+        return _fail(f"{args.nbqa}: no task has one data file in {tables} and an @name[value] label")
     return 0
 
 

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from jupiter.commands.helpformat import HelpFormatter
+from jupiter.console_log import EXIT_INTERRUPTED
 from jupiter.output_paths import check_output_folder
 from jupiter.task import TaskError
 
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         result = train_sft(request)
     except SftInterrupted as exc:
         print(f"jupiter: interrupted; {exc}", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except (SftError, SftDataError) as exc:
         raise TaskError(str(exc)) from None
     summary = {"out": str(result.out), "steps": result.steps, "resumed_from": result.resumed_from,

@@ -12,7 +12,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 import threading
 import time
@@ -23,12 +22,13 @@ from typing import Any
 from jupiter import console_log
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.interrupts import EXIT_INTERRUPTED, StopSignals
-from jupiter.output_paths import RunFolderState, check_output_folder, check_run_folder, move_previous_run
+from jupiter.output_paths import (RunFolderState, check_output_folder, check_run_folder, default_run_dir,
+                                  move_previous_run)
 from jupiter.commands.search_args import (add_checkpoint_argument, add_search_arguments, config_from_args,
                                           print_config)
 from jupiter.llm import PolicyError, load_policy
 from jupiter.llm.spec import PolicyChoice, describe_policy
-from jupiter.task import TaskError, load_task_file, load_tasks
+from jupiter.task import TaskError, load_task_file, load_tasks, read_setup
 from sandbox import Sandbox
 from search import Mode, run_search
 from search.checkpoints import CHECKPOINTS, SavedSearch, TreeCheckpoints
@@ -102,13 +102,6 @@ def _config(args: argparse.Namespace, has_value: bool) -> tuple[Any, list[str]]:
     return config, notes
 
 
-def _out_dir(args: argparse.Namespace, task_id: str) -> Path:
-    if args.out is not None:
-        return args.out
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("_") or "task"
-    return Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
 def _partial_result(latest: list[Any], config: Any, has_value: bool, error: str | None, started: float) -> Any:
     """A result over the tree as it stood after its last finished step, for when the driver raised instead
     of returning one (a policy failure, an interrupt outside a step). Marked ``interrupted``."""
@@ -125,15 +118,7 @@ def _partial_result(latest: list[Any], config: Any, has_value: bool, error: str 
 
 def _with_setup(task: Any, setup: Path | None) -> Any:
     """``task`` with the ``--setup`` file's code as its setup cell (unchanged without ``--setup``)."""
-    if setup is None:
-        return task
-    try:
-        code = setup.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskError(f"--setup {setup}: cannot read it ({exc})") from None
-    if not code.strip():
-        raise TaskError(f"--setup {setup}: the file is empty")
-    return task.replace(setup=code)
+    return task if setup is None else task.replace(setup=read_setup(setup))
 
 
 def solve_on_ray(args: argparse.Namespace) -> int:
@@ -204,7 +189,7 @@ def solve_local(args: argparse.Namespace) -> int:
         print_config(args, _config(args, args.value_model is not None)[0])
         return 0
     task = _with_setup(load_task_file(args.task, data_dir=args.data_dir), args.setup)
-    out = _out_dir(args, task.id)
+    out = default_run_dir(args.out, task.id)
     folder = check_run_folder(out, force=args.force)  # before any model loads: a bad --out fails at once
     console_log.log_to(out)  # other programs' output ends in OUT/jupiter.log
     value = load_value(args.value_model)

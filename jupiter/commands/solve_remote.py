@@ -13,18 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from jupiter.client import Client, ClientError, JobStatus
-from jupiter.output_paths import RunFolderState, check_run_folder, move_previous_run
+from jupiter.output_paths import RunFolderState, check_run_folder, default_run_dir, move_previous_run
 from jupiter.commands.search_args import settings_from_args
-from jupiter.task import TaskError, load_task_file
+from jupiter.task import TaskError, load_task_file, read_setup
 from search.profiles import DEFAULT_PROFILE
 from search.settings import FIELD_FLAGS, JobSettings, LocalSettings
 
@@ -56,15 +54,8 @@ def _task_dict(args: argparse.Namespace) -> tuple[dict[str, Any], list[Path], st
     """The task record as sent (``--setup`` folded in), its data files resolved locally, and its id."""
     task = load_task_file(args.task, data_dir=args.data_dir)  # TaskError names the problem
     record = json.loads(Path(args.task).read_text(encoding="utf-8"))
-    setup = args.setup
-    if setup is not None:
-        try:
-            code = Path(setup).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TaskError(f"--setup {setup}: cannot read it ({exc})") from None
-        if not code.strip():
-            raise TaskError(f"--setup {setup}: the file is empty")
-        record["setup"] = code
+    if args.setup is not None:
+        record["setup"] = read_setup(args.setup)
     return record, list(task.files), task.id
 
 
@@ -88,18 +79,11 @@ def _follow(client: Any, job_id: str, total: int | None, show: bool) -> dict[str
     return client.wait(job_id, poll=1.0)
 
 
-def _out_dir(args: argparse.Namespace, task_id: str) -> Path:
-    if args.out is not None:
-        return Path(args.out)
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("_") or "task"
-    return Path("runs") / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
 def run_remote(args: argparse.Namespace) -> int:
     """Solve ``args.task`` on ``args.server``; exit code as a local solve's (0 answer, 1 none, 2 error)."""
     _refuse_local_only(args)
     record, files, task_id = _task_dict(args)
-    out = _out_dir(args, task_id)
+    out = default_run_dir(args.out, task_id)
     # as a local solve: a bad --out fails before the job is sent, not after the server has searched
     folder = check_run_folder(out, force=args.force)
     if folder.state is RunFolderState.INTERRUPTED:

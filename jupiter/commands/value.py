@@ -17,6 +17,7 @@ from pathlib import Path
 
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.output_paths import check_output_file, check_output_folder
+from jupiter.task import read_jsonl
 from jupiter.commands.search_args import flag_message
 from value_model.config import (DEFAULT_TRAIN_PROFILE, TRAIN_PROFILES, TRAIN_SOURCES, ConfigError, ModelConfig,
                                 train_profile)
@@ -182,23 +183,12 @@ def run_train(args: argparse.Namespace) -> int:
 def run_score(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_file(args.output, "--output")
-    records = []
-    try:
-        lines = args.states.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        return _fail(f"{args.states}: cannot read: {exc}")
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            return _fail(f"{args.states}:{number}: invalid JSON: {exc}")
+    records = read_jsonl(args.states)  # an unreadable file or line is a TaskError naming it: exit code 2
+    for number, record in enumerate(records, 1):
         messages = record.get("messages") if isinstance(record, dict) else None
         if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m
                                                       for m in messages):
-            return _fail(f"{args.states}:{number}: needs 'messages': a list of {{role, content}}")
-        records.append(record)
+            return _fail(f"{args.states}: record {number}: needs 'messages': a list of {{role, content}}")
     from value_model.model import ModelLoadError
     from value_model.scorer import ValueScorer
 

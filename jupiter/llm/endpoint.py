@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -31,7 +31,7 @@ from urllib3.exceptions import InvalidHeader, MaxRetryError, NewConnectionError
 from urllib3.exceptions import TimeoutError as Urllib3Timeout
 from urllib3.util.retry import Retry
 
-__all__ = ["RETRY_STATUS", "Answer", "Endpoint", "Unreachable"]
+__all__ = ["RETRY_STATUS", "Answer", "Endpoint", "Unreachable", "pooled_session"]
 
 #: Statuses that mean "try again later" (rate limit, overloaded or restarting server); other 4xx/5xx are final.
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -76,6 +76,17 @@ class _Retry(Retry):
             self.sleeper(wait)
 
 
+def pooled_session(headers: Mapping[str, str], pool_size: int, retry: Retry) -> requests.Session:
+    """A session sending ``headers``, with one kept-alive pool of ``pool_size`` connections for http and https
+    whose requests follow ``retry`` (also what ``jupiter.client`` uses)."""
+    session = requests.Session()
+    session.headers.update(headers)
+    adapter = HTTPAdapter(pool_connections=1, pool_maxsize=pool_size, max_retries=retry)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
 class Endpoint:
     """JSON calls to the API root ``base_url`` (e.g. ``http://127.0.0.1:8000/v1``); thread-safe.
 
@@ -102,12 +113,7 @@ class Endpoint:
     def _http(self) -> requests.Session:
         with self._lock:
             if self._session is None or self._pid != os.getpid():
-                session = requests.Session()
-                session.headers.update(self._headers)
-                adapter = HTTPAdapter(pool_connections=1, pool_maxsize=self._pool_size, max_retries=self._retry)
-                session.mount("http://", adapter)
-                session.mount("https://", adapter)
-                self._session, self._pid = session, os.getpid()
+                self._session, self._pid = pooled_session(self._headers, self._pool_size, self._retry), os.getpid()
             return self._session
 
     def call(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Answer:

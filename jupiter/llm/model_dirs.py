@@ -21,6 +21,7 @@ import logging
 from pathlib import Path
 
 from jupiter.llm.types import PolicySpecError
+from jupiter.sft.merge import ADAPTER_CONFIG, is_adapter_dir
 
 __all__ = ["DEFAULT", "DEFAULT_BASE", "ModelDirError", "is_adapter_dir", "adapter_base", "merged_dir_for",
            "ensure_merged", "resolve_model_dir"]
@@ -29,15 +30,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT = "default"
 DEFAULT_BASE = "default-base"
-_ADAPTER_CONFIG = "adapter_config.json"
 
 
 class ModelDirError(PolicySpecError):
     """A model argument that names no loadable model; the message names the path."""
-
-
-def is_adapter_dir(path: str | Path) -> bool:
-    return (Path(path) / _ADAPTER_CONFIG).is_file()
 
 
 def adapter_base(adapter_dir: str | Path) -> Path:
@@ -52,9 +48,9 @@ def adapter_base(adapter_dir: str | Path) -> Path:
             raise ModelDirError(f"{training} is not valid JSON") from None
     if not recorded:
         try:
-            config = json.loads((adapter_dir / _ADAPTER_CONFIG).read_text(encoding="utf-8"))
+            config = json.loads((adapter_dir / ADAPTER_CONFIG).read_text(encoding="utf-8"))
         except ValueError:
-            raise ModelDirError(f"{adapter_dir / _ADAPTER_CONFIG} is not valid JSON") from None
+            raise ModelDirError(f"{adapter_dir / ADAPTER_CONFIG} is not valid JSON") from None
         recorded = config.get("base_model_name_or_path")
     if not recorded or recorded in (DEFAULT, DEFAULT_BASE):
         from jupiter.default_model import ensure_default_model

@@ -135,12 +135,7 @@ class HttpConfig:
             raise PolicySpecError(f"policy spec {spec!r}: {exc}") from None
 
     def resolved_api_key(self) -> str | None:
-        if self.api_key:
-            return self.api_key
-        for name in API_KEY_ENV:
-            if os.environ.get(name):
-                return os.environ[name]
-        return None
+        return self.api_key or next((os.environ[name] for name in API_KEY_ENV if os.environ.get(name)), None)
 
 
 @dataclass(frozen=True)
@@ -218,11 +213,10 @@ class HttpPolicy(BasePolicy):
     def _generate(self, histories: list[list[Message]], params: SamplingParams) -> list[list[Completion]]:
         jobs: list[_Job] = []
         for i in range(len(histories)):
-            if params.seed is not None:  # every history and child its own seed: equal histories must not
-                seeds = child_seeds(params.seed, params.n, salt=i)  # stay clones (vote runs, issue 12)
-                jobs.extend(_Job(i, j, 1, s) for j, s in enumerate(seeds))
-            else:
-                jobs.append(_Job(i, 0, params.n, params.seed))
+            if params.seed is None:
+                jobs.append(_Job(i, 0, params.n, None))
+            else:  # every history and child its own seed: equal histories must not stay clones (vote runs, issue 12)
+                jobs.extend(_Job(i, j, 1, s) for j, s in enumerate(child_seeds(params.seed, params.n, salt=i)))
         model = self.model
         futures = [self._pool.submit(self._run_job, model, histories[job.index], job, params) for job in jobs]
         outs: list[list[Completion | None]] = [[None] * params.n for _ in histories]

@@ -66,28 +66,16 @@ __all__ = ["VllmConfig", "VllmPolicy"]
 log = logging.getLogger(__name__)
 
 
-class _DropThreadCountWarning(logging.Filter):
-    """vLLM's CPU worker replaces ``torch.set_num_threads`` with a function that warns at every call (from any
-    library in the process); the warning tells a user nothing they can act on."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "torch.set_num_threads" not in record.getMessage()
-
-
-logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(_DropThreadCountWarning())
-
-
-class _DropChunkedPrefillWarning(logging.Filter):
-    """vLLM warns that turning chunked prefill off "may cause the engine to crash or produce incorrect outputs"
-    for every model that defaults to it. Here it is off on purpose (CPU builds, see the module docstring): a
-    prompt is then prefilled whole, and a batch that fits one step is scheduled exactly as with chunking, so
-    the same seeds give the same texts either way."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "does not officially support disabling chunked prefill" not in record.getMessage()
-
-
-logging.getLogger("vllm.engine.arg_utils").addFilter(_DropChunkedPrefillWarning())
+# vLLM's CPU worker replaces ``torch.set_num_threads`` with a function that warns at every call (from any
+# library in the process); the warning tells a user nothing they can act on.
+logging.getLogger("vllm.v1.worker.cpu_worker").addFilter(lambda r: "torch.set_num_threads" not in r.getMessage())
+# vLLM warns that turning chunked prefill off "may cause the engine to crash or produce incorrect outputs" for
+# every model that defaults to it. Here it is off on purpose (CPU builds, see the module docstring): a prompt is
+# then prefilled whole, and a batch that fits one step is scheduled exactly as with chunking, so the same seeds
+# give the same texts either way.
+logging.getLogger("vllm.engine.arg_utils").addFilter(
+    lambda r: "does not officially support disabling chunked prefill" not in r.getMessage()
+)
 
 
 @dataclass(frozen=True)
@@ -234,14 +222,13 @@ class VllmPolicy(BasePolicy):
         owners: list[int] = []  # request → history index
         for i, history in enumerate(histories):
             text = self.render(history)
-            if params.seed is not None:  # every history and child its own seed (equal histories diverge)
-                for seed in child_seeds(params.seed, params.n, salt=i):
-                    prompts.append(text)
-                    sampling.append(self._sampling(params, 1, seed))
-                    owners.append(i)
-            else:
+            if params.seed is None:
+                requests: list[tuple[int | None, int]] = [(None, params.n)]  # (seed, n) per request
+            else:  # every history and child its own seed (equal histories diverge)
+                requests = [(seed, 1) for seed in child_seeds(params.seed, params.n, salt=i)]
+            for seed, n in requests:
                 prompts.append(text)
-                sampling.append(self._sampling(params, params.n, params.seed))
+                sampling.append(self._sampling(params, n, seed))
                 owners.append(i)
         try:
             results = self.llm.generate(prompts, sampling, use_tqdm=False)

@@ -177,15 +177,6 @@ def warm_up(config: ServeConfig, trees_here: bool) -> None:
         preload()
 
 
-def _connect_ray(address: str) -> None:
-    """Join the Ray cluster once for the server's life (``solve_tasks_ray`` then reuses the connection instead
-    of starting and stopping Ray for every batch)."""
-    import ray
-
-    if not ray.is_initialized():
-        ray.init(address=address, logging_level=logging.WARNING)
-
-
 def create_app(config: ServeConfig, policy: Any = None, value: Any = None,
                driver: DriverProcess | None = None) -> FastAPI:
     """The ASGI app. ``driver`` is a started ``DriverProcess``, or ``policy`` (and ``value``) are loaded, to run
@@ -200,7 +191,12 @@ def create_app(config: ServeConfig, policy: Any = None, value: Any = None,
             backend = await asyncio.to_thread(start_backend, config)
             policy, value, driver = backend.policy, backend.value, backend.driver
         if config.ray_address is not None:
-            _connect_ray(config.ray_address)
+            # join the Ray cluster once for the server's life (``solve_tasks_ray`` then reuses the connection
+            # instead of starting and stopping Ray for every batch)
+            import ray
+
+            if not ray.is_initialized():
+                ray.init(address=config.ray_address, logging_level=logging.WARNING)
         await asyncio.to_thread(warm_up, config, driver is None and local)
         state = ServerState(config, policy, value, driver)
         app.state.server = state

@@ -24,6 +24,7 @@ waits for the parent's orderly ``shutdown``.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import logging
 import multiprocessing
@@ -122,10 +123,8 @@ class DriverProcess:
         process = self._process
         if process is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             self._send(("shutdown",))
-        except OSError:
-            pass
         process.join(timeout + 10.0)
         if process.is_alive():
             log.warning("the driver process did not stop in %.0f s; killing it", timeout + 10.0)
@@ -133,10 +132,8 @@ class DriverProcess:
             process.join(10.0)
         conn = self._conn
         if conn is not None:
-            try:
+            with contextlib.suppress(OSError):
                 conn.close()
-            except OSError:
-                pass
 
     # ----------------------------------------------------------------------------------- scheduler surface
 
@@ -311,11 +308,8 @@ def _child_main(conn: Any, config: ServeConfig) -> None:
     def send(message: tuple) -> None:
         """To the parent; a parent that is gone is not the lane threads' error (the main loop sees the pipe
         close and stops the trees, whose jobs go back to the queue)."""
-        try:
-            with lock:
-                conn.send(message)
-        except (OSError, EOFError, ValueError):
-            pass
+        with contextlib.suppress(OSError, EOFError, ValueError), lock:
+            conn.send(message)
 
     from jupiter.llm import load_policy
     from search.loaders import load_value

@@ -9,6 +9,7 @@ sees every node exactly once, root first. Delivery crosses threads with ``loop.c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import threading
 from collections import OrderedDict
@@ -50,24 +51,20 @@ def node_event(node: Any) -> dict[str, Any]:
     }
 
 
+# The keys of a node event, in order; a stored node record (``search.tree_io.tree_to_dict`` layout) holds the
+# same values, three of them under other names.
+_NODE_EVENT_KEYS = (
+    "tag", "parent", "depth", "status", "terminal", "value", "visits", "answer", "thought", "code", "observation",
+)
+_RECORD_NAMES = {"terminal": "terminal_reason", "visits": "visit_count", "answer": "final_answer"}
+
+
 def node_events_from_tree_dict(tree: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """Node events rebuilt from a stored tree (``search.tree_io.tree_to_dict`` layout), creation order."""
-    out = []
-    for record in (tree or {}).get("nodes", []):
-        out.append({
-            "tag": record.get("tag"),
-            "parent": record.get("parent"),
-            "depth": record.get("depth"),
-            "status": record.get("status"),
-            "terminal": record.get("terminal_reason"),
-            "value": record.get("value"),
-            "visits": record.get("visit_count"),
-            "answer": record.get("final_answer"),
-            "thought": record.get("thought"),
-            "code": record.get("code"),
-            "observation": record.get("observation"),
-        })
-    return out
+    return [
+        {key: record.get(_RECORD_NAMES.get(key, key)) for key in _NODE_EVENT_KEYS}
+        for record in (tree or {}).get("nodes", [])
+    ]
 
 
 @dataclass
@@ -118,7 +115,8 @@ class EventHub:
                 if event.type is EventType.NODE:
                     channel.nodes.append(dict(event.data))
                 for loop, queue in channel.subscribers:
-                    _deliver(loop, queue, event)
+                    with contextlib.suppress(RuntimeError):  # the stream's loop is closed: the client is gone
+                        loop.call_soon_threadsafe(queue.put_nowait, event)
                 if event.type is EventType.DONE:
                     channel.done = event
                     channel.subscribers = []
@@ -149,10 +147,3 @@ class EventHub:
         with self._lock:
             self._channels.pop(job_id, None)
             self._finished.pop(job_id, None)
-
-
-def _deliver(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, event: Event) -> None:
-    try:
-        loop.call_soon_threadsafe(queue.put_nowait, event)
-    except RuntimeError:  # the stream's loop is closed: the client is gone
-        pass

@@ -94,13 +94,10 @@ def search_config(settings: Mapping[str, Any], profile: str, max_trees: int, cel
     """The job's ``SearchConfig``: the profile's settings for its mode with the job's settings on top, and the
     server's trees in flight and cell time limit (None: the profile's).
 
-    Memoised on the settings' JSON (``SearchConfig`` is frozen, so sharing one is safe): most jobs send the
-    same few settings, and resolving a profile is a fifth of a submit's CPU time on the event loop."""
-    try:
-        key = json.dumps(settings, sort_keys=True)
-    except (TypeError, ValueError):  # not JSON-able: cannot be a cache key; resolve (and refuse) it directly
-        return _search_config(settings, profile, max_trees, cell_timeout)
-    return _cached_search_config(key, profile, max_trees, cell_timeout)
+    Memoised on the settings' JSON (they came as JSON, a request's or the store's; ``SearchConfig`` is frozen,
+    so sharing one is safe): most jobs send the same few settings, and resolving a profile is a fifth of a
+    submit's CPU time on the event loop."""
+    return _cached_search_config(json.dumps(settings, sort_keys=True), profile, max_trees, cell_timeout)
 
 
 @functools.lru_cache(maxsize=256)

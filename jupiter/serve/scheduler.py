@@ -213,9 +213,7 @@ class Scheduler:
                 self._cancelled.add(job_id)
                 for lane in self._lanes.values():
                     lane.pending = collections.deque(s for s in lane.pending if s.job_id != job_id)
-                self.hub.publish_many(job_id, [Event(EventType.STATUS, {"status": "cancelled"}),
-                                               Event(EventType.DONE, {"status": "cancelled", "answer": None,
-                                                                      "error": None})])
+                self._publish_end(job_id, JobStatus.CANCELLED)
                 return JobStatus.CANCELLED
             if job_id in self._running:
                 self._cancelled.add(job_id)
@@ -359,8 +357,12 @@ class Scheduler:
         now = time.monotonic()
         if now - self._last_file.get(spec.job_id, 0.0) >= _FILE_EVERY_S:
             self._last_file[spec.job_id] = now
-            try:
-                _write_partial(tree, spec, progress)
+            from search.outputs import write_partial
+
+            try:  # tree.json and tree.html of the tree still growing
+                write_partial(tree, spec.paths.output, spec.task_id,
+                              f"running: {progress['iterations']} iterations, {progress['nodes']} nodes, "
+                              f"{progress['answers']} answers so far")
             except OSError:
                 log.exception("job %s: could not write the partial tree", spec.job_id)
         try:
@@ -407,10 +409,7 @@ class Scheduler:
                 self.failures["job"] += 1
             progress = _progress(stats, result.tree)
             self.store.finish(job_id, status, record, compact_tree(result.tree), error, progress)
-            self.hub.publish_many(job_id, [
-                Event(EventType.STATUS, {"status": status.value}),
-                Event(EventType.DONE, {"status": status.value, "answer": result.answer, "error": error}),
-            ])
+            self._publish_end(job_id, status, result.answer, error)
         finally:
             self._release(lane, job_id)
 
@@ -422,11 +421,15 @@ class Scheduler:
             status = JobStatus.CANCELLED if job_id in self._cancelled else JobStatus.FAILED
             self.failures["job"] += status is JobStatus.FAILED
             self.store.finish(job_id, status, None, None, error)
-            self.hub.publish_many(job_id, [Event(EventType.STATUS, {"status": status.value}),
-                                           Event(EventType.DONE, {"status": status.value, "answer": None,
-                                                                  "error": error})])
+            self._publish_end(job_id, status, error=error)
         finally:
             self._release(lane, job_id)
+
+    def _publish_end(self, job_id: str, status: JobStatus, answer: Any = None, error: str | None = None) -> None:
+        """A job's last events: its final status, then ``done`` (which ends its channel)."""
+        self.hub.publish_many(job_id, [Event(EventType.STATUS, {"status": status.value}),
+                                       Event(EventType.DONE, {"status": status.value, "answer": answer,
+                                                              "error": error})])
 
     def _release(self, lane: _Lane, job_id: str) -> None:
         with self._cond:
@@ -448,12 +451,7 @@ class Scheduler:
         early (a cancel takes effect when its tree returns)."""
         from search.ray_driver import solve_tasks_ray
 
-        specs = []
-        while True:
-            spec = self._admit(lane)
-            if spec is None:
-                break
-            specs.append(spec)
+        specs = list(iter(lambda: self._admit(lane), None))  # every queued job there is room for
         if not specs:
             return
         batch = specs[0].paths.root.parent / "_ray" / f"batch-{specs[0].job_id}"
@@ -473,11 +471,3 @@ class Scheduler:
             if job_id in {s.job_id for s in specs}:
                 self._fail(lane, job_id, "the Ray run ended without this tree")
 
-
-def _write_partial(tree: Any, spec: JobSpec, progress: dict[str, int]) -> None:
-    """tree.json and tree.html of a job's tree still growing."""
-    from search.outputs import write_partial
-
-    write_partial(tree, spec.paths.output, spec.task_id,
-                  f"running: {progress['iterations']} iterations, {progress['nodes']} nodes, "
-                  f"{progress['answers']} answers so far")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from jupiter.llm.rendering import render_for_tokenizer
+from jupiter.llm.rendering import END_OF_TURN_TOKENS, render_for_tokenizer
 from jupiter.prompts import ChatTemplate, Message
 
 __all__ = ["IGNORE", "SftDataError", "Conversation", "EncodedSample", "EncodeReport", "read_sharegpt",
@@ -32,8 +32,6 @@ __all__ = ["IGNORE", "SftDataError", "Conversation", "EncodedSample", "EncodeRep
 
 #: Label of a position that does not count for the loss (PyTorch's cross-entropy ``ignore_index``).
 IGNORE = -100
-#: End-of-turn tokens the backends stop at (Gemma, ChatML); see ``jupiter.llm.hf_local``.
-_END_OF_TURN = ("<end_of_turn>", "<|im_end|>")
 _ROLES = {"human": "user", "gpt": "assistant"}
 
 
@@ -157,7 +155,7 @@ def end_marker(tokenizer: Any, template: ChatTemplate | None) -> str:
         raise SftDataError("the chat rendering is not prefix-stable: the prompt of a turn is not the start of "
                            "the next turn's prompt, so training samples cannot match inference prompts")
     rest = full[len(head) + 1:]
-    found = [(rest.find(t), t) for t in (*_END_OF_TURN, getattr(tokenizer, "eos_token", None) or "") if t
+    found = [(rest.find(t), t) for t in (*END_OF_TURN_TOKENS, getattr(tokenizer, "eos_token", None) or "") if t
              and rest.find(t) >= 0]
     if not found:
         raise SftDataError(f"cannot find the end-of-turn marker of this chat rendering in {rest[:80]!r}")

@@ -67,8 +67,8 @@ def merge_adapter(adapter_dir: str | Path, base_dir: str | Path, out_dir: str | 
     if out_dir.exists() and any(out_dir.iterdir()):
         raise MergeError(f"{out_dir} exists and is not an empty folder or a merged model; choose another --out")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    saved_dtype = json.loads((base_dir / "config.json").read_text(encoding="utf-8")).get("torch_dtype") \
-        or json.loads((base_dir / "config.json").read_text(encoding="utf-8")).get("dtype") or "float32"
+    base_config = json.loads((base_dir / "config.json").read_text(encoding="utf-8"))
+    saved_dtype = base_config.get("torch_dtype") or base_config.get("dtype") or "float32"
     work = Path(tempfile.mkdtemp(prefix=".merge-", dir=out_dir.parent))
     try:
         model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)

@@ -209,18 +209,16 @@ class _StopFlag:
 def _collate(pad_id: int) -> Callable[[Sequence[dict[str, list[int]]]], dict[str, Any]]:
     """Right-pads a batch to its longest sample (labels padded with IGNORE, attention mask 0)."""
     import torch
+    from torch.nn.utils.rnn import pad_sequence
+
+    def pad(sequences: list[list[int]], value: int) -> Any:
+        return pad_sequence([torch.tensor(s, dtype=torch.long) for s in sequences], batch_first=True,
+                            padding_value=value)  # pads on the right
 
     def collate(rows: Sequence[dict[str, list[int]]]) -> dict[str, Any]:
-        width = max(len(r["input_ids"]) for r in rows)
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        labels = torch.full((len(rows), width), IGNORE, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, row in enumerate(rows):
-            n = len(row["input_ids"])
-            ids[i, :n] = torch.tensor(row["input_ids"])
-            labels[i, :n] = torch.tensor(row["labels"])
-            mask[i, :n] = 1
-        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+        ids = [r["input_ids"] for r in rows]
+        return {"input_ids": pad(ids, pad_id), "labels": pad([r["labels"] for r in rows], IGNORE),
+                "attention_mask": pad([[1] * len(s) for s in ids], 0)}
 
     return collate
 
