@@ -15,6 +15,7 @@ import enum
 import math
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -217,18 +218,6 @@ def _f1(answers, predictions, average: str) -> float:
     return float(f1_score(a, p, average=average))
 
 
-def f1_binary(answers, predictions) -> float:
-    return _f1(answers, predictions, "binary")
-
-
-def f1_macro(answers, predictions) -> float:
-    return _f1(answers, predictions, "macro")
-
-
-def f1_micro(answers, predictions) -> float:
-    return _f1(answers, predictions, "micro")
-
-
 def roc_auc(answers, predictions) -> float:
     from sklearn.metrics import roc_auc_score
 
@@ -338,9 +327,9 @@ METRICS: dict[str, Metric] = {
         _m("roc_auc", roc_auc, H, C, "area under the ROC curve of a binary label"),
         _m("mean_column_auc", mean_column_auc, H, F),
         _m("normalized_gini", normalized_gini, H, C),
-        _m("f1", f1_binary, H, C, "F1 of the positive class"),
-        _m("f1_macro", f1_macro, H, C, "F1 averaged over classes"),
-        _m("f1_micro", f1_micro, H, C, "F1 over all decisions (equals accuracy for single labels)"),
+        _m("f1", partial(_f1, average="binary"), H, C, "F1 of the positive class"),
+        _m("f1_macro", partial(_f1, average="macro"), H, C, "F1 averaged over classes"),
+        _m("f1_micro", partial(_f1, average="micro"), H, C, "F1 over all decisions (equals accuracy for single labels)"),
         _m("log_loss", log_loss, L, C),
         _m("multiclass_log_loss", multiclass_log_loss, L, F),
         _m("quadratic_weighted_kappa", quadratic_weighted_kappa, H, C, "Cohen's kappa with quadratic weights"),

@@ -20,16 +20,16 @@ import enum
 import json
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
-from jupiter.appendlog import append_record, read_records, repair_tail, replace_atomically, write_records
+from jupiter.appendlog import append_record, read_records, repair_tail, replace_atomically
 from search.result import SearchResult
 from search.tree import Tree
 
 __all__ = ["CandidateRecord", "TaskRecord", "ResultsLog", "record_from_result",
-           "iteration_numbers", "write_jsonl", "FailureSource", "RunFailure", "FAILURE_FILE", "write_failure",
+           "iteration_numbers", "FailureSource", "RunFailure", "FAILURE_FILE", "write_failure",
            "read_failure", "clear_failure"]
 
 log = logging.getLogger(__name__)
@@ -48,15 +48,7 @@ class CandidateRecord:
     multiplicity: int = 1  # sampled replies this answer node stands for (its votes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "tag": self.tag,
-            "answer": self.answer,
-            "key": self.key,
-            "value": self.value,
-            "iteration": self.iteration,
-            "visits": self.visits,
-            "multiplicity": self.multiplicity,
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CandidateRecord":
@@ -92,29 +84,16 @@ class TaskRecord:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
-            "id": self.id,
-            "benchmark": self.benchmark,
-            "answer": self.answer,
-            "vote_answer": self.vote_answer,
-            "value_answer": self.value_answer,
-            "decided_by": self.decided_by,
-            "candidates": [c.to_dict() for c in self.candidates],
-            "label": self.label,
-            "iterations": self.iterations,
-            "nodes": self.nodes,
-            "model_calls": self.model_calls,
-            "seconds": self.seconds,
-            "stats": dict(self.stats),
-            "error": self.error,
-        }
+        """The fields in declaration order, then ``extra``'s keys (one named like a field replaces it in place)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        out["candidates"] = [c.to_dict() for c in self.candidates]
+        out["stats"] = dict(self.stats)
         out.update(self.extra)
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "TaskRecord":
-        known = {"id", "benchmark", "answer", "vote_answer", "value_answer", "decided_by", "candidates", "label",
-                 "iterations", "nodes", "model_calls", "seconds", "stats", "error"}
+        known = {f.name for f in fields(cls)} - {"extra"}
         return cls(
             id=str(d["id"]),
             benchmark=str(d.get("benchmark", "")),
@@ -196,12 +175,8 @@ class ResultsLog:
         self.path = Path(path)
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._repair()
+        repair_tail(self.path)  # a torn last line left by a crash: appends start on a fresh line
         self._done = {r["id"] for r in self._read_raw()}
-
-    def _repair(self) -> None:
-        """Drop a torn last line left by a crash, so appends start on a fresh line."""
-        repair_tail(self.path)
 
     def _read_raw(self) -> Iterator[dict[str, Any]]:
         for record in read_records(self.path):
@@ -231,11 +206,6 @@ class ResultsLog:
                 seen.add(raw["id"])
                 out.append(TaskRecord.from_dict(raw))
         return out
-
-
-def write_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    """Write rows as JSONL in one go (for derived files such as the official ``responses.jsonl``)."""
-    write_records(path, rows, default=str)
 
 
 #: the failure record's name in a run folder

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from jupiter.answers import extract_answers
+from jupiter.appendlog import write_records
 from jupiter.task import Task, TaskError, task_from_dsbench
 
 from benchmarks.aime import aime_correct, summarize_aime
@@ -24,7 +25,7 @@ from benchmarks.curves import accuracy_curves
 from benchmarks.dabench import DabenchData, cost_summary, dabench_correct, official_responses, summarize_dabench
 from benchmarks.dsbench.scoring import SubmissionScore, rpg, score_submission
 from benchmarks.dsbench.tasks import DsbenchSpec
-from benchmarks.records import ResultsLog, TaskRecord, iteration_numbers, read_failure, record_from_result, write_jsonl
+from benchmarks.records import ResultsLog, TaskRecord, iteration_numbers, read_failure, record_from_result
 from benchmarks.report import write_report
 from benchmarks.runner import RunOptions, RunOutcome, run_loop
 from search.file_capture import CapturingSandbox, SubmissionCapture, submission_files
@@ -68,6 +69,17 @@ def _run_status(out_dir: Path, selected: Sequence[str], records: Sequence[TaskRe
     return out
 
 
+def _finish(out_dir: Path, summary: dict[str, Any], selected: Sequence[str], records: Sequence[TaskRecord],
+            run: dict[str, Any] | None, score: Callable[[Any, TaskRecord], float]) -> dict[str, Any]:
+    """Every report's ending: the run's status and invocation, then ``summary.{json,md}`` and the accuracy
+    curves (``score``: a candidate of a record → its score)."""
+    summary.update(_run_status(out_dir, selected, records))
+    if run:
+        summary["run"] = run
+    write_report(out_dir, summary, accuracy_curves(records, score))
+    return summary
+
+
 # ------------------------------------------------------------------------------------------------ DABench
 
 
@@ -84,15 +96,10 @@ def report_dabench(out_dir: Path, data: DabenchData, run: dict[str, Any] | None 
     """Summary, official ``responses.jsonl``, ``summary.{json,md}`` and the plot from ``results.jsonl``."""
     wanted = {t.id for t in data.tasks}
     records = [r for r in _records(out_dir) if r.id in wanted]
-    write_jsonl(out_dir / "responses.jsonl", official_responses(records))
-    summary = _name_denominators(summarize_dabench(records, data))
-    summary.update(_run_status(out_dir, [t.id for t in data.tasks], records))
-    if run:
-        summary["run"] = run
+    write_records(out_dir / "responses.jsonl", official_responses(records), default=str)
     labels = {str(label["id"]): label for label in data.labels}
-    curves = accuracy_curves(records, lambda c, r: float(dabench_correct(c.answer, labels.get(r.id))))
-    write_report(out_dir, summary, curves)
-    return summary
+    return _finish(out_dir, _name_denominators(summarize_dabench(records, data)), [t.id for t in data.tasks],
+                   records, run, lambda c, r: float(dabench_correct(c.answer, labels.get(r.id))))
 
 
 def _name_denominators(summary: dict[str, Any]) -> dict[str, Any]:
@@ -132,13 +139,8 @@ def run_aime(tasks: Sequence[Task], policy: Any, config: Any, options: RunOption
 def report_aime(out_dir: Path, tasks: Sequence[Task], run: dict[str, Any] | None = None) -> dict[str, Any]:
     wanted = {t.id for t in tasks}
     records = [r for r in _records(out_dir) if r.id in wanted]
-    summary = summarize_aime(records, total=len(tasks))
-    summary.update(_run_status(out_dir, [t.id for t in tasks], records))
-    if run:
-        summary["run"] = run
-    curves = accuracy_curves(records, lambda c, r: float(aime_correct(c.answer, r.label)))
-    write_report(out_dir, summary, curves)
-    return summary
+    return _finish(out_dir, summarize_aime(records, total=len(tasks)), [t.id for t in tasks], records, run,
+                   lambda c, r: float(aime_correct(c.answer, r.label)))
 
 
 # ------------------------------------------------------------------------------------------------ DSBench
@@ -197,17 +199,7 @@ def _best(scores: list[tuple[dict[str, Any], SubmissionScore]], higher: bool) ->
 
 def _by_value(scores: list[tuple[dict[str, Any], SubmissionScore]]) -> dict[str, Any] | None:
     """The submission of the node with the highest Q (the earliest among equals): the reference code's pick."""
-    best = None
-    for entry, _ in scores:
-        if best is None or entry["node_value"] > best["node_value"]:
-            best = entry
-    return best
-
-
-def _node_files(result: Any, capture: SubmissionCapture) -> dict[str, bytes]:
-    """tag → submission bytes of every node that wrote one and of every answer node (``submission_files``):
-    sent back by the Ray workers, or read from this process's capture."""
-    return dict(result.files) if result.files else submission_files(capture, result.tree.nodes)
+    return max((entry for entry, _ in scores), key=lambda entry: entry["node_value"], default=None)
 
 
 def _dsbench_record(result: Any, spec: DsbenchSpec, data: DsbenchData, capture: SubmissionCapture) -> TaskRecord:
@@ -222,7 +214,9 @@ def _dsbench_record(result: Any, spec: DsbenchSpec, data: DsbenchData, capture: 
     record = record_from_result(result, "dsbench")
     tree = result.tree
     iterations = iteration_numbers(tree, result.config.mode.is_tree)
-    files = _node_files(result, capture)
+    # tag → submission bytes of every node that wrote one and of every answer node (``submission_files``):
+    # sent back by the Ray workers, or read from this process's capture
+    files = dict(result.files) if result.files else submission_files(capture, result.tree.nodes)
     answers_path = data.answers_path(spec.name)
     by_digest: dict[str, SubmissionScore] = {}
 
@@ -289,15 +283,9 @@ class _NamedFailures:
         self._policy = policy
 
     def generate(self, histories: Any, params: Any) -> Any:
-        from search.driver import policy_failure
+        from search.driver import call_policy
 
-        try:
-            return self._policy.generate(histories, params)
-        except Exception as exc:
-            failure = policy_failure(self._policy, exc)
-            if failure is exc:
-                raise
-            raise failure from exc
+        return call_policy(self._policy, histories, params)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._policy, name)
@@ -375,10 +363,6 @@ def report_dsbench(out_dir: Path, data: DsbenchData, run: dict[str, Any] | None 
                                **cost_summary(records)}
     summary["scoring_rule"] = "every executed node that wrote submission.csv is scored"
     summary["paper_figures"] = {"task_success": "metrics.success_rate_any", "rpg": "metrics.rpg_best"}
-    summary["finished"] = len(records)
-    summary.update(_run_status(out_dir, [s.name for s in data.specs], records))
-    if run:
-        summary["run"] = run
 
     def normalized(candidate: Any, record: TaskRecord) -> float:
         # an answer node submits the file of the node that wrote it (older records: the answer's own entry)
@@ -388,5 +372,4 @@ def report_dsbench(out_dir: Path, data: DsbenchData, run: dict[str, Any] | None 
                 return float(entry.get("normalized") or 0.0)
         return 0.0
 
-    write_report(out_dir, summary, accuracy_curves(records, normalized))
-    return summary
+    return _finish(out_dir, summary, [s.name for s in data.specs], records, run, normalized)

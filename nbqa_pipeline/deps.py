@@ -14,7 +14,7 @@ import enum
 import logging
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from nbqa_pipeline.notebook import LoadedNotebook, clean_code
@@ -182,22 +182,18 @@ class _Walker(ast.NodeVisitor):
                 return None
             return left + right if isinstance(node.op, ast.Add) else posixpath.join(left, right)
         if isinstance(node, ast.Call):
+            # os.path.join(a, b), Path(a, b) and a.joinpath(b): all join the known parts (Path() is no file)
             receiver, name = _call_name(node.func)
-            if name == "join" and receiver in {"path", "os", "posixpath", "ntpath"}:
-                parts = [self.value(a) for a in node.args]
-                if parts and all(p is not None for p in parts):
-                    return posixpath.join(*parts)  # type: ignore[arg-type]
+            if name == "joinpath" and isinstance(node.func, ast.Attribute):
+                args = [node.func.value, *node.args]
+            elif (name in {"Path", "PurePath", "PosixPath"}
+                  or name == "join" and receiver in {"path", "os", "posixpath", "ntpath"}):
+                args = list(node.args)
+            else:
                 return None
-            if name in {"Path", "PurePath", "PosixPath"} and len(node.args) >= 1:
-                parts = [self.value(a) for a in node.args]
-                if all(p is not None for p in parts):
-                    return posixpath.join(*parts)  # type: ignore[arg-type]
-                return None
-            if name in {"joinpath"} and isinstance(node.func, ast.Attribute):
-                base = self.value(node.func.value)
-                parts = [self.value(a) for a in node.args]
-                if base is not None and all(p is not None for p in parts):
-                    return posixpath.join(base, *parts)  # type: ignore[arg-type]
+            parts = [self.value(a) for a in args]
+            if parts and all(p is not None for p in parts):
+                return posixpath.join(*parts)  # type: ignore[arg-type]
             return None
         return None
 
@@ -352,7 +348,6 @@ def extract_dependencies(notebook: LoadedNotebook) -> Dependencies:
             base = posixpath.basename(ref.path.replace("\\", "/"))
             named = [u for u in everywhere if base and posixpath.basename(u.rstrip("/.,;:")) == base]
             if named:
-                ref = DataRef(ref.path, ref.call, ref.kind, ref.cell_index, ref.options,
-                              _unique([*named, *ref.source_urls]))
+                ref = replace(ref, source_urls=_unique([*named, *ref.source_urls]))
         refs.append(ref)
     return Dependencies(refs=tuple(refs), unresolved=tuple(unresolved))

@@ -11,11 +11,9 @@ an infrastructure failure: the notebook is not written, so a rerun tries it agai
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import re
-import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -288,11 +286,8 @@ def is_classical(model: str) -> bool:
     norm = _norm(model)
     squashed = norm.replace(" ", "")
     families = [_norm(m) for m in P.CLASSICAL_MODELS]
-    if any(token in _ALIASES for token in norm.split()):
+    if any(token in _ALIASES for token in norm.split()) or squashed.startswith(tuple(_ALIASES)):
         return True
-    for alias in _ALIASES:
-        if squashed.startswith(alias):
-            return True
     for family in families:
         fam = family.replace(" ", "")
         if family in norm or fam in squashed:
@@ -321,8 +316,7 @@ def notebook_markdown(path: Path, max_chars: int = 30_000, max_output_chars: int
     """The notebook as markdown (nbconvert), images dropped and long outputs cut to head + tail."""
     from nbconvert import MarkdownExporter
 
-    node = nbformat.read(str(path), as_version=4)
-    node = copy.deepcopy(node)
+    node = nbformat.read(str(path), as_version=4)  # our own copy: edited in place below
     for cell in node.cells:
         if cell.get("cell_type") != "code":
             continue
@@ -473,7 +467,6 @@ def run_extract(records: Iterable[Mapping[str, Any]], root: Path, out_dir: Path,
     records = list(records)
     todo = [r for r in records if str(r["id"]) not in done]
     outcomes: Counter[str] = Counter()
-    lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=config.concurrency) as pool:
         futures = {pool.submit(extract_notebook, client, r, root, config): r for r in todo}
         for future in progress(as_completed(futures)):
@@ -484,8 +477,7 @@ def run_extract(records: Iterable[Mapping[str, Any]], root: Path, out_dir: Path,
                 log.warning("%s: LLM endpoint failed (%s); left for a rerun", record["id"], exc)
                 outcomes["llm_error"] += 1
                 continue
-            with lock:
-                append_jsonl(out_file, result)
+            append_jsonl(out_file, result)  # only this thread appends: the workers return their results
             outcomes[result["status"] if result["status"] == "ok" else f"dropped:{result['reason']}"] += 1
     all_records = list(read_jsonl(out_file))
     tasks = Counter(t["status"] if t["status"] == "ok" else f"dropped:{t['reason']}"

@@ -9,14 +9,14 @@ data read from URLs) are still useful for supervised fine-tuning — they carry 
 from __future__ import annotations
 
 import enum
-import hashlib
 import logging
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from jupiter.sft.data import file_sha256
 from nbqa_pipeline.blacklist import BLACKLIST, code_mentions, find_in_names, find_in_text
 from nbqa_pipeline.deps import Dependencies, ReadKind, extract_dependencies, resolve_path
 from nbqa_pipeline.notebook import LoadedNotebook, NotebookError, load_notebook
@@ -98,11 +98,7 @@ class DataFileInfo:
     source_urls: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path, "repo_path": self.repo_path, "kind": self.kind.value, "is_url": self.is_url,
-            "exists": self.exists, "lfs_pointer": self.lfs_pointer, "rows": self.rows, "bytes": self.bytes,
-            "sha256": self.sha256, "source_urls": list(self.source_urls),
-        }
+        return {**asdict(self), "kind": self.kind.value, "source_urls": list(self.source_urls)}
 
 
 @dataclass(frozen=True)
@@ -137,14 +133,6 @@ def count_code_lines(notebook: LoadedNotebook) -> int:
     return total
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def gather_facts(notebook_file: Path, repo_path: str) -> NotebookFacts:
     """Load the notebook at ``notebook_file`` (whose path in its repository is ``repo_path``) and inspect
     every data file it reads, looking for them beside it on disk (the crawl/corpus layout mirrors the
@@ -166,7 +154,7 @@ def gather_facts(notebook_file: Path, repo_path: str) -> NotebookFacts:
         rows = size = digest = None
         if exists and not lfs and local is not None:
             size = local.stat().st_size
-            digest = _sha256(local)
+            digest = file_sha256(local)
             rows = count_rows(local, ref)
         files.append(
             DataFileInfo(ref.path, resolved, ref.kind, False, exists, lfs, rows, size, digest, ref.source_urls)

@@ -19,7 +19,7 @@ from typing import Any
 import nbformat
 
 __all__ = [
-    "CodeCell", "Cell", "LoadedNotebook", "NotebookError", "InvalidCause", "load_notebook", "parse_notebook",
+    "Cell", "LoadedNotebook", "NotebookError", "InvalidCause", "load_notebook", "parse_notebook",
     "clean_code",
 ]
 
@@ -57,16 +57,6 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class CodeCell:
-    """A code cell with its position among all cells (``index``) — used to find nearby markdown."""
-
-    index: int
-    source: str
-    execution_count: int | None
-    outputs: tuple[dict[str, Any], ...]
-
-
-@dataclass(frozen=True)
 class LoadedNotebook:
     """A notebook that passed nbformat validation (after safe normalisation)."""
 
@@ -75,10 +65,9 @@ class LoadedNotebook:
     cells: tuple[Cell, ...]
 
     @property
-    def code_cells(self) -> tuple[CodeCell, ...]:
-        return tuple(
-            CodeCell(c.index, c.source, c.execution_count, c.outputs) for c in self.cells if c.cell_type == "code"
-        )
+    def code_cells(self) -> tuple[Cell, ...]:
+        """The code cells, each with its position among all cells (``index``): used to find nearby markdown."""
+        return tuple(c for c in self.cells if c.cell_type == "code")
 
     def markdown_before(self, index: int, limit: int = 2) -> list[str]:
         """The sources of up to ``limit`` markdown cells right before cell ``index`` (nearest first)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -23,6 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.paths import default_data_dir  # noqa: E402
 from sandbox import Sandbox, SandboxConfig  # noqa: E402
 from sandbox.runtime import uss_bytes  # noqa: E402
 
@@ -47,11 +47,6 @@ PATH = [
 ]
 PROBE = "df.groupby('Ethnicity')['Balance'].agg(['mean', 'count'])"
 DEPTHS = (1, 5, 10)
-
-
-def shared_dir() -> Path:
-    env = os.environ.get("JUPITER_SHARED")
-    return Path(env) if env else REPO.parent / "shared"
 
 
 def _ms(seconds: float) -> float:
@@ -126,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-huge-pages", action="store_true",
                         help="4 KiB pages for the runtime heap (SandboxConfig.huge_pages=False), for comparison")
     args = parser.parse_args(argv)
-    table = shared_dir() / "benchmarks" / "dabench" / "tables" / TABLE
+    table = default_data_dir("dabench") / "tables" / TABLE
     if not table.exists():
         raise SystemExit(f"benchmark table not found: {table} (set JUPITER_SHARED)")
     result: dict[str, object] = {"table": TABLE, "k": args.k, "rounds": args.rounds, "depths": list(DEPTHS)}

@@ -54,6 +54,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.paths import default_data_dir  # noqa: E402
 from sandbox import ProcessBudgetError, Sandbox, SandboxConfig  # noqa: E402
 from sandbox.budget import MemoryBudget, process_budget  # noqa: E402
 from sandbox.runtime import pss_bytes, uss_bytes  # noqa: E402
@@ -62,11 +63,6 @@ MB = 1024 * 1024
 TABLE = "Credit.csv"
 ROOT_CELL = "import pandas as pd\ndf = pd.read_csv('Credit.csv', index_col=0)\ndf['Util'] = df['Balance'] / df['Limit']"
 CHILD_CELL = "summary = df.groupby('Ethnicity')['Balance'].agg(['mean', 'count'])\nlen(summary)"
-
-
-def shared_dir() -> Path:
-    env = os.environ.get("JUPITER_SHARED")
-    return Path(env) if env else REPO.parent / "shared"
 
 
 def _pct(values: list[float], q: float, digits: int = 2) -> float:
@@ -385,7 +381,6 @@ def trees(n: int, sample_s: float, seed: int, in_flight: int | None = None, fixe
     CPU: this process's own (``cpu_s_host``: the driver, the policy, the sandboxes' host side) and that of every
     process below it (``cpu_s_sandboxes``: the runtimes; None without a ``cpuacct`` group), per node; the PSS
     sampler's own CPU (``sampler_cpu_s``: it reads every process's smaps) is left out of both."""
-    from benchmarks.paths import default_data_dir
     from benchmarks.quality.search_vs_baselines import collect_config, ordered_questions
     from benchmarks.quality.sim_policy import SimOptions, SimulatedPolicy
     from benchmarks.quality.solutions import load_solutions, tasks_for
@@ -475,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    table = shared_dir() / "benchmarks" / "dabench" / "tables" / TABLE
+    table = default_data_dir("dabench") / "tables" / TABLE
     if not table.exists():
         raise SystemExit(f"scale: benchmark table not found: {table} (set JUPITER_SHARED)")
     default_sizes = "100,300,500,1000" if args.full else "100,300"

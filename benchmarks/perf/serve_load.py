@@ -220,20 +220,17 @@ class ServerProcess:
             pass
 
 
-def start_server(db: Path, *, llm: str | None = None, port: int | None = None, token: str | None = None,
-                 max_trees: int | None = None, extra: tuple[str, ...] = (), log_path: Path | None = None,
-                 ready_timeout: float = 90.0) -> ServerProcess:
-    """Start ``jupiter serve`` (the replay policy of the bundled example by default) and wait for ``/healthz``.
+def start_server(db: Path, *, port: int | None = None, max_trees: int | None = None,
+                 extra: tuple[str, ...] = ()) -> ServerProcess:
+    """Start ``jupiter serve`` on the replay policy of the bundled example and wait for ``/healthz``.
 
-    Raises RuntimeError with the server's log tail when it exits or is not healthy within ``ready_timeout``.
+    Raises RuntimeError with the server's log tail when it exits or is not healthy within 90 s.
     """
     port = port or free_port()
     db = Path(db)
-    log_path = log_path or db.with_suffix(f".{port}.log")
-    command = [sys.executable, "-m", "jupiter.cli", "serve", "--llm", llm or f"replay:{EXAMPLE_REPLAY}",
+    log_path = db.with_suffix(f".{port}.log")
+    command = [sys.executable, "-m", "jupiter.cli", "serve", "--llm", f"replay:{EXAMPLE_REPLAY}",
                "--host", "127.0.0.1", "--port", str(port), "--db", str(db)]
-    if token:
-        command += ["--token", token]
     if max_trees:
         command += ["--max-trees", str(max_trees)]
     command += list(extra)
@@ -242,7 +239,7 @@ def start_server(db: Path, *, llm: str | None = None, port: int | None = None, t
                             start_new_session=True)
     handle.close()
     server = ServerProcess(proc, f"http://127.0.0.1:{port}", port, db, log_path)
-    deadline = time.monotonic() + ready_timeout
+    deadline = time.monotonic() + 90.0
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             server.stop()
@@ -254,7 +251,7 @@ def start_server(db: Path, *, llm: str | None = None, port: int | None = None, t
             pass
         time.sleep(0.2)
     server.stop()
-    raise RuntimeError(f"jupiter serve was not healthy after {ready_timeout:g} s:\n{server.log_tail()}")
+    raise RuntimeError(f"jupiter serve was not healthy after 90 s:\n{server.log_tail()}")
 
 
 # ----------------------------------------------------------------------------------------------- the clients
@@ -298,7 +295,7 @@ def _retrying(call: Callable[[], Any], tally: _Tally, deadline: float) -> Any:
         time.sleep(0.2)
 
 
-def _client(url: str, token: str | None, mine: list[dict[str, Any]], files: list[Path], settings: dict[str, Any],
+def _client(url: str, mine: list[dict[str, Any]], files: list[Path], settings: dict[str, Any],
             tally: _Tally, submitted: threading.Barrier, deadline: float, poll: float,
             submit_interval: float = 0.0, offset: float = 0.0) -> None:
     def record_server_time(reply: requests.Response) -> None:
@@ -306,7 +303,7 @@ def _client(url: str, token: str | None, mine: list[dict[str, Any]], files: list
         if took is not None and reply.status_code < 400:
             (tally.server_submit_ms if reply.request.method == "POST" else tally.server_status_ms).append(took)
 
-    client = Client(url, token=token, timeout=30, on_reply=record_server_time)
+    client = Client(url, timeout=30, on_reply=record_server_time)
     pending: list[str] = []
     try:
         time.sleep(offset)
@@ -384,7 +381,7 @@ def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, 
     submitted = threading.Barrier(clients + 1)
     deadline = time.monotonic() + timeout
     # paced clients start staggered, so that submits arrive evenly rather than C at a time
-    threads = [threading.Thread(target=_client, args=(server.url, None, share, files, settings, tally, submitted,
+    threads = [threading.Thread(target=_client, args=(server.url, share, files, settings, tally, submitted,
                                                       deadline, poll, submit_interval,
                                                       number * submit_interval / clients),
                                 daemon=True)

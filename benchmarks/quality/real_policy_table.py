@@ -28,6 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from jupiter.appendlog import read_records
+
 from benchmarks.dabench import dabench_correct, load_dabench
 from benchmarks.paths import default_data_dir
 from search.tree import NodeStatus
@@ -40,13 +42,7 @@ _BAD_REPLY = {NodeStatus.NO_CODE: "no_code", NodeStatus.EMPTY_CODE: "empty_code"
 
 
 def _records(run: Path) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
-    path = run / "results.jsonl"
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            rows[str(row["id"])] = row  # a resumed run's later line wins
-    return rows
+    return {str(row["id"]): row for row in read_records(run / "results.jsonl")}  # a resumed run's later line wins
 
 
 def _reply_kinds(run: Path, ids: list[str]) -> tuple[Counter[str], Counter[str]]:

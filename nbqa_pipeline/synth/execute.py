@@ -115,14 +115,18 @@ def with_mistake(draft: Draft, rng: random.Random, recipe: int = 1) -> tuple[tup
     if not choices:
         return tuple(steps), Mistake.NONE
     mistake = rng.choice(choices)
-    if mistake is Mistake.QUESTION_WORDS:
+    if mistake in (Mistake.QUESTION_WORDS, Mistake.COLUMN_NAME):
         assert draft.column is not None
-        words, wrong_key = _question_words(draft)  # type: ignore[misc]
+        if mistake is Mistake.QUESTION_WORDS:
+            words, wrong = _question_words(draft)  # type: ignore[misc]
+            why = f"the question's \"{words}\" is the column {draft.column!r} in the printed column list"
+        else:
+            wrong, why = _wrong_name(draft.column), f"it is called {draft.column!r}"
         for index, step in enumerate(steps):
             if repr(draft.column) in step.code:
-                bad = Step(_MAPPING.sub("", step.thought), step.code.replace(repr(draft.column), repr(wrong_key)))
-                fix = Step(f"There is no column {wrong_key!r}: the question's \"{words}\" is the column "
-                           f"{draft.column!r} in the printed column list. I will use the exact name.", step.code)
+                # the mistaken step has not read the column list yet: no "<phrase> is the column ..." sentence
+                bad = Step(_MAPPING.sub("", step.thought), step.code.replace(repr(draft.column), repr(wrong)))
+                fix = Step(f"There is no column {wrong!r}: {why}. I will use the exact name.", step.code)
                 return tuple(steps[:index] + [bad, fix] + steps[index + 1:]), mistake
         return tuple(steps), Mistake.NONE
     if mistake is Mistake.NOT_CREATED:
@@ -134,17 +138,6 @@ def with_mistake(draft: Draft, rng: random.Random, recipe: int = 1) -> tuple[tup
         fix = Step(f"There is no column {draft.creates!r} yet: the question asks me to create it, so I create it "
                    f"first and then compute. {create.thought}", f"{create.code}\n\n{use.code}")
         return tuple(steps[:index] + [bad, fix] + steps[index + 2:]), mistake
-    if mistake is Mistake.COLUMN_NAME:
-        assert draft.column is not None
-        wrong = _wrong_name(draft.column)
-        for index, step in enumerate(steps):
-            if repr(draft.column) in step.code:
-                # the mistaken step has not read the column list yet: no "<phrase> is the column ..." sentence
-                bad = Step(_MAPPING.sub("", step.thought), step.code.replace(repr(draft.column), repr(wrong)))
-                fix = Step(f"There is no column {wrong!r}: it is called {draft.column!r}. I will use the exact name.",
-                           step.code)
-                return tuple(steps[:index] + [bad, fix] + steps[index + 1:]), mistake
-        return tuple(steps), Mistake.NONE
     for index, step in enumerate(steps):
         if "import numpy as np\n" in step.code:
             bad = Step(step.thought, step.code.replace("import numpy as np\n", "").lstrip("\n"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable
 
 from nbqa_pipeline.synth.tables import TableInfo
 
@@ -70,10 +70,6 @@ def _c(name: str) -> str:
     return repr(name)
 
 
-def _pick(rng: random.Random, options: Sequence[str]) -> str:
-    return options[rng.randrange(len(options))]
-
-
 def inspect_step(table: TableInfo, rng: random.Random) -> Step:
     """The first step of every solution: load the file and look at it (several realistic variants)."""
     load = f"import pandas as pd\n\ndf = pd.read_csv({table.file_name!r})\n"
@@ -83,7 +79,7 @@ def inspect_step(table: TableInfo, rng: random.Random) -> Step:
         Step("Let me read the CSV file and inspect its structure.", load + "df.info()"),
         Step("I will load the dataset and list its columns.", load + "print(df.columns.tolist())\nprint(len(df))"),
     )
-    return variants[rng.randrange(len(variants))]
+    return rng.choice(variants)
 
 
 def _decimals(rng: random.Random) -> int:
@@ -113,7 +109,7 @@ def mean_of_column(t: TableInfo, rng: random.Random) -> Draft | None:
                                  ("min", "min()", "minimum")))
     d = _decimals(rng)
     name = f"{stat}_{_snake(col)}"
-    question = _pick(rng, (
+    question = rng.choice((
         f"What is the {noun} of the \"{col}\" column?",
         f"Calculate the {noun} of {col} in the dataset.",
         f"Compute the {noun} value of the column '{col}'.",
@@ -124,7 +120,7 @@ def mean_of_column(t: TableInfo, rng: random.Random) -> Draft | None:
                    f"Round the result to {_dec_words(d)} decimal places.")
     fmt = f"@{name}[value] where \"value\" is a number rounded to {_dec_words(d)} decimal places."
     code = f"value = df[{_c(col)}].{fn}\nprint('{name}:', round(value, {d}))"
-    thought = _pick(rng, (f"Now compute the {noun} of '{col}' and round it to {d} decimals.",
+    thought = rng.choice((f"Now compute the {noun} of '{col}' and round it to {d} decimals.",
                           f"The column '{col}' is numeric, so I can take its {noun} directly.",
                           f"Compute the {noun} of {col}, skipping missing values."))
     return Draft("mean_of_column", ("Summary Statistics",), "easy", question, constraints, fmt,
@@ -138,16 +134,17 @@ def count_categories(t: TableInfo, rng: random.Random) -> Draft | None:
     kind = rng.choice(("unique", "mode"))
     if kind == "unique":
         name = f"unique_{_snake(col)}"
-        question = _pick(rng, (f"How many unique values does the \"{col}\" column have?",
+        question = rng.choice((f"How many unique values does the \"{col}\" column have?",
                                f"Count the number of distinct categories in {col}."))
         constraints = "Count distinct non-missing values only."
         fmt = f"@{name}[count] where \"count\" is an integer."
         code = f"count = df[{_c(col)}].nunique()\nprint('{name}:', count)"
         thought = f"Count the distinct non-missing values of '{col}' with nunique()."
         final = f"{col} has {{{name}}} distinct values."
+        names: tuple[str, ...] = (name,)
     else:
         name = f"most_common_{_snake(col)}"
-        question = _pick(rng, (f"What is the most frequent value in the \"{col}\" column?",
+        question = rng.choice((f"What is the most frequent value in the \"{col}\" column?",
                                f"Which category of {col} appears most often, and how many times?"))
         constraints = "Use value_counts() and take the first (most frequent) value; ignore missing values."
         fmt = (f"@{name}[value] @{name}_count[count] where \"value\" is the category as it appears in the data "
@@ -156,10 +153,9 @@ def count_categories(t: TableInfo, rng: random.Random) -> Draft | None:
                 f"print('{name}:', counts.index[0])\nprint('{name}_count:', counts.iloc[0])")
         thought = f"Count how often each value of '{col}' occurs and take the most frequent one."
         final = f"The most common value of {col} is {{{name}}}, seen {{{name}_count}} times."
-        return Draft("count_categories", ("Summary Statistics",), "easy", question, constraints, fmt,
-                     (Step(thought, code),), (name, f"{name}_count"), final, col)
+        names = (name, f"{name}_count")
     return Draft("count_categories", ("Summary Statistics",), "easy", question, constraints, fmt,
-                 (Step(thought, code),), (name,), final, col)
+                 (Step(thought, code),), names, final, col)
 
 
 def group_mean(t: TableInfo, rng: random.Random) -> Draft | None:
@@ -170,7 +166,7 @@ def group_mean(t: TableInfo, rng: random.Random) -> Draft | None:
     high = rng.random() < 0.7
     word = "highest" if high else "lowest"
     name = f"{word}_group"
-    question = _pick(rng, (
+    question = rng.choice((
         f"Which \"{cat}\" group has the {word} average \"{num}\"? What is that average?",
         f"Group the data by {cat} and find the group with the {word} mean {num}.",
         f"For each value of '{cat}', compute the mean of '{num}'. Report the group with the {word} mean.",
@@ -194,7 +190,7 @@ def conditional_mean(t: TableInfo, rng: random.Random) -> Draft | None:
     a, b = rng.sample(list(t.continuous), 2)
     d = _decimals(rng)
     name = f"mean_{_snake(a)}"
-    question = _pick(rng, (
+    question = rng.choice((
         f"What is the mean of \"{a}\" for the rows where \"{b}\" is above its median?",
         f"Among observations whose {b} is greater than the median {b}, calculate the average {a}.",
     ))
@@ -220,7 +216,7 @@ def skew_kurtosis(t: TableInfo, rng: random.Random) -> Draft | None:
         return None
     col = rng.choice(t.continuous)
     d = _decimals(rng)
-    question = _pick(rng, (
+    question = rng.choice((
         f"Calculate the skewness and kurtosis of the \"{col}\" column.",
         f"What are the skewness and the kurtosis of {col}? Is the distribution skewed to the right or left?",
         f"Describe the shape of the distribution of '{col}' with its skewness and kurtosis.",
@@ -244,7 +240,7 @@ def normality_test(t: TableInfo, rng: random.Random) -> Draft | None:
     if not t.continuous:
         return None
     col = rng.choice(t.continuous)
-    question = _pick(rng, (
+    question = rng.choice((
         f"Is the \"{col}\" column normally distributed? Use the Shapiro-Wilk test.",
         f"Test whether {col} follows a normal distribution.",
     ))
@@ -264,7 +260,7 @@ def share_above(t: TableInfo, rng: random.Random) -> Draft | None:
         return None
     col = rng.choice(t.continuous)
     ref = rng.choice(("mean", "median"))
-    question = _pick(rng, (
+    question = rng.choice((
         f"What percentage of the rows have a \"{col}\" value above the {ref}?",
         f"Calculate the proportion of observations whose {col} exceeds the {ref} {col}, as a percentage.",
     ))
@@ -288,7 +284,7 @@ def pearson(t: TableInfo, rng: random.Random) -> Draft | None:
     method = rng.choice(("pearson", "pearson", "spearman"))
     label = "Pearson correlation coefficient (r)" if method == "pearson" else "Spearman rank correlation"
     d = _decimals(rng)
-    question = _pick(rng, (
+    question = rng.choice((
         f"Is there a correlation between \"{a}\" and \"{b}\"? Calculate the {label}.",
         f"Calculate the {label} between {a} and {b}.",
         f"How strongly are '{a}' and '{b}' related? Report their {method.title()} correlation.",
@@ -309,7 +305,7 @@ def correlation_test(t: TableInfo, rng: random.Random) -> Draft | None:
     if len(t.continuous) < 2:
         return None
     a, b = rng.sample(list(t.continuous), 2)
-    question = _pick(rng, (
+    question = rng.choice((
         f"Is there a significant linear relationship between \"{a}\" and \"{b}\"? Report the Pearson correlation "
         "coefficient and its p-value.",
         f"Test the correlation between {a} and {b} at the 0.05 significance level.",
@@ -334,7 +330,7 @@ def correlation_test(t: TableInfo, rng: random.Random) -> Draft | None:
 def strongest_pair(t: TableInfo, rng: random.Random) -> Draft | None:
     if len(t.continuous) < 3:
         return None
-    question = _pick(rng, (
+    question = rng.choice((
         "Which pair of numeric columns has the strongest correlation (in absolute value)?",
         "Find the two numerical variables that are most strongly correlated, and their correlation.",
     ))
@@ -362,7 +358,7 @@ def zscore_outliers(t: TableInfo, rng: random.Random) -> Draft | None:
         return None
     col = rng.choice(t.continuous)
     k = rng.choice((2, 3, 3))
-    question = _pick(rng, (
+    question = rng.choice((
         f"Identify outliers in \"{col}\" using the Z-score method with a threshold of {k}. How many are there?",
         f"How many values of {col} have an absolute Z-score greater than {k}?",
     ))
@@ -380,7 +376,7 @@ def iqr_outliers(t: TableInfo, rng: random.Random) -> Draft | None:
     if not t.continuous:
         return None
     col = rng.choice(t.continuous)
-    question = _pick(rng, (
+    question = rng.choice((
         f"Detect outliers in the \"{col}\" column with the IQR method. How many outliers are there?",
         f"Using the interquartile range rule, count the outliers of {col} and give the bounds.",
     ))
@@ -406,7 +402,7 @@ def iqr_outliers(t: TableInfo, rng: random.Random) -> Draft | None:
 def missing_values(t: TableInfo, rng: random.Random) -> Draft | None:
     cols = t.with_missing or t.columns
     col = rng.choice(cols)
-    question = _pick(rng, (
+    question = rng.choice((
         f"What is the percentage of missing values in the \"{col}\" column?",
         f"How many values are missing in {col}, and what share of the rows is that?",
     ))
@@ -427,7 +423,7 @@ def impute_then_stat(t: TableInfo, rng: random.Random) -> Draft | None:
         return None
     col = rng.choice(cols)
     how = rng.choice(("mean", "median"))
-    question = _pick(rng, (
+    question = rng.choice((
         f"Fill the missing values of \"{col}\" with the column's {how}, then report the new mean and standard "
         "deviation.",
         f"Impute missing {col} values by the {how} and compute the mean and standard deviation afterwards.",
@@ -445,7 +441,7 @@ def impute_then_stat(t: TableInfo, rng: random.Random) -> Draft | None:
 
 
 def drop_missing_rows(t: TableInfo, rng: random.Random) -> Draft | None:
-    question = _pick(rng, (
+    question = rng.choice((
         "How many rows remain after removing every row that has at least one missing value?",
         "Drop the rows with any missing value. How many rows and how many missing cells were there?",
     ))
@@ -469,7 +465,7 @@ def new_feature(t: TableInfo, rng: random.Random) -> Draft | None:
     op, sym, word = rng.choice((("sum", "+", "sum"), ("diff", "-", "difference"), ("ratio", "/", "ratio")))
     new = f"{_snake(a)}_{op}"
     d = _decimals(rng)
-    question = _pick(rng, (
+    question = rng.choice((
         f"Create a new feature \"{new}\" as the {word} of \"{a}\" and \"{b}\" ({a} {sym} {b}). What is its mean?",
         f"Generate a column called {new} equal to {a} {sym} {b}, then calculate its mean and its Pearson "
         f"correlation with {a}.",
@@ -495,7 +491,7 @@ def binning(t: TableInfo, rng: random.Random) -> Draft | None:
         return None
     col = rng.choice(t.continuous)
     bins = rng.choice((3, 4, 5))
-    question = _pick(rng, (
+    question = rng.choice((
         f"Divide \"{col}\" into {bins} equal-width bins. How many rows fall into the most populated bin?",
         f"Categorise {col} into {bins} bins of equal width with pd.cut and count the rows per bin; which bin is "
         "the largest?",
@@ -517,7 +513,7 @@ def log_transform(t: TableInfo, rng: random.Random) -> Draft | None:
     if not cols:
         return None
     col = rng.choice(cols)
-    question = _pick(rng, (
+    question = rng.choice((
         f"Apply a natural log transformation to \"{col}\". How does the skewness change?",
         f"Create log_{_snake(col)} = ln({col}) and compare the skewness before and after the transformation.",
     ))
@@ -572,7 +568,7 @@ def filter_mean(t: TableInfo, rng: random.Random) -> Draft | None:
     d = _decimals(rng)
     name = f"mean_{_snake(num)}"
     shown = _literal_words(value)
-    question = _pick(rng, (
+    question = rng.choice((
         f"What is the average {num} for the rows where {cat} is {shown}?",
         f"Calculate the mean \"{num}\" of the observations whose \"{cat}\" equals {shown}.",
         f"Among the rows with {cat} = {shown}, what is the mean value of {num}, and how many such rows are there?",
@@ -583,7 +579,7 @@ def filter_mean(t: TableInfo, rng: random.Random) -> Draft | None:
            "\"count\" is the number of rows kept.")
     code = (f"subset = df[df[{_c(cat)}] == {value!r}]\nprint('row_count:', len(subset))\n"
             f"print('{name}:', round(subset[{_c(num)}].mean(), {d}))")
-    thought = _pick(rng, (f"Filter the rows where '{cat}' is {value!r} and average '{num}' over them.",
+    thought = rng.choice((f"Filter the rows where '{cat}' is {value!r} and average '{num}' over them.",
                           f"Select the rows with {cat} equal to {value!r}, count them and take the mean {num}."))
     return Draft("filter_mean", ("Summary Statistics", "Comprehensive Data Preprocessing"), "easy", question,
                  constraints, fmt, (Step(thought, code),), (name, "row_count"),
@@ -600,7 +596,7 @@ def count_above(t: TableInfo, rng: random.Random) -> Draft | None:
     word, op = ("greater than", ">") if above else ("less than", "<")
     name = f"count_{'above' if above else 'below'}"
     shown = _number_words(threshold)
-    question = _pick(rng, (
+    question = rng.choice((
         f"How many rows have a {col} {word} {shown}?",
         f"Count the observations where \"{col}\" is {word} {shown}.",
         f"How many records in the dataset have {col} {op} {shown}? What percentage of all rows is that?",
@@ -622,7 +618,7 @@ def flag_feature(t: TableInfo, rng: random.Random) -> Draft | None:
     a, b = rng.sample(list(t.continuous), 2)
     new = f"high_{_snake(a)}"
     d = _decimals(rng)
-    question = _pick(rng, (
+    question = rng.choice((
         f"Create a new binary feature \"{new}\" that is 1 when {a} is above its median and 0 otherwise. What "
         f"is the mean {b} in each of the two groups?",
         f"Add a column {new} flagging the rows whose {a} exceeds the median {a}. Compare the average {b} of the "
@@ -656,7 +652,7 @@ def linear_regression(t: TableInfo, rng: random.Random) -> Draft | None:
     features = rng.sample([c for c in t.continuous if c != target], min(len(t.continuous) - 1, rng.choice((1, 2, 3))))
     size = rng.choice((0.2, 0.3))
     names = ", ".join(features)
-    question = _pick(rng, (
+    question = rng.choice((
         f"Train a linear regression model to predict \"{target}\" from {names}. What is the RMSE on the test set?",
         f"Build a LinearRegression model with the features {names} and the target {target}; evaluate it with the "
         "root mean squared error and R-squared on a held-out test set.",
@@ -695,7 +691,7 @@ def classifier(t: TableInfo, rng: random.Random) -> Draft | None:
                                    ("decision tree", "from sklearn.tree import DecisionTreeClassifier",
                                     "DecisionTreeClassifier(random_state=42)")))
     names = ", ".join(features)
-    question = _pick(rng, (
+    question = rng.choice((
         f"Train a {model} classifier to predict \"{target}\" using {names}. What is the accuracy on the test set?",
         f"Predict {target} from {names} with a {model} model and report the test accuracy.",
     ))
@@ -720,7 +716,7 @@ def ttest_groups(t: TableInfo, rng: random.Random) -> Draft | None:
     if not targets or not t.continuous:
         return None
     cat, num = rng.choice(targets), rng.choice(t.continuous)
-    question = _pick(rng, (
+    question = rng.choice((
         f"Is there a significant difference in \"{num}\" between the two groups of \"{cat}\"?",
         f"Compare the mean {num} of the two {cat} groups with an independent two-sample t-test.",
     ))
