@@ -5,8 +5,8 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
+import psutil
 import pytest
 
 from sandbox import ExecStatus, Sandbox, SandboxConfig
@@ -172,15 +172,8 @@ def test_home_is_a_states_own_and_passes_to_its_branches(box):
 
 
 def _processes_running(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    """Processes (any user's) whose command line contains ``marker``."""
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or ())]
 
 
 def _started(marker: str, timeout_s: float = 10.0) -> list[int]:
