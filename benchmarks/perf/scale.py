@@ -50,6 +50,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -269,26 +271,6 @@ def live_states(size: int, branches: int, table: Path, budget_on: bool, interlea
     return out
 
 
-def _descendants(root_pid: int) -> list[int]:
-    """This process and every process below it (sandboxes' launchers, bubblewrap, runtimes, cells)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", encoding="ascii") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root_pid]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, ()))
-    return found
-
-
 #: the most of one core that the PSS sampler of the engine part may take (it waits longer after a costly pass)
 SAMPLER_SHARE = 0.05
 
@@ -308,7 +290,8 @@ class _Sampler:
         wait = self.every_s
         while not self._stop.wait(wait):
             started = time.thread_time()
-            pids = _descendants(os.getpid())
+            # this process and every process below it (sandboxes' launchers, bubblewrap, runtimes, cells)
+            pids = [os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))]
             self.peak_processes = max(self.peak_processes, len(pids))
             self.peak_pss = max(self.peak_pss, sum(pss_bytes(p) for p in pids))
             spent = time.thread_time() - started
