@@ -4,9 +4,12 @@ It is what ``default`` means: the embedded Gemma 3 270M (``jupiter.default_model
 ``jupiter solve`` works on a fresh CPU machine. One ``generate`` call runs the whole batch: prompts are left
 padded and each is expanded to ``n`` samples (``num_return_sequences``).
 
-Sampling is done by our own logits processor rather than transformers' warpers, for one reason: it sees the
-raw logits first, so ``mean_logprob`` is the model's own log-probability of each generated token (what vLLM
-reports too), not the probability after temperature and top-p. Stop strings are applied to the decoded text:
+Sampling goes through transformers' ``LogitsProcessor`` list, in this order: ``_RecordLogprobs`` sees the raw
+logits first, so ``mean_logprob`` is the model's own log-probability of each generated token (what vLLM
+reports too), not the probability after temperature and top-p; then transformers' ``TemperatureLogitsWarper``;
+then top-k / top-p by ``WindowedTopKTopP`` (``jupiter.llm.nucleus``: exact, without the full-vocabulary sort
+of transformers' ``TopPLogitsWarper``), or, with ``#nucleus=engine``, transformers' own ``TopKLogitsWarper``
+and ``TopPLogitsWarper``. Stop strings are applied to the decoded text:
 the text is cut at the first stop string and ``finish_reason`` becomes ``stop``.
 
 Randomness: each call seeds its own fork of torch's RNG (``torch.random.fork_rng``), from ``params.seed`` or
@@ -22,15 +25,28 @@ from pathlib import Path
 from typing import Mapping
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessor, LogitsProcessorList
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from jupiter.llm.base import BasePolicy
 from jupiter.llm.machine_dtype import cpu_dtype
+from jupiter.llm.nucleus import WINDOWS, filter_top_k_top_p_
 from jupiter.llm.rendering import end_of_turn_ids, render_for_tokenizer, template_by_name
 from jupiter.llm.types import Completion, FinishReason, PolicySpecError, SamplingParams
 from jupiter.prompts import Message
 
-__all__ = ["HfConfig", "HfPolicy"]
+__all__ = ["HfConfig", "HfPolicy", "WindowedTopKTopP", "NUCLEUS_CHOICES"]
+
+#: Who applies top-p / top-k (``HfConfig.nucleus``): our windowed filter or transformers' own warpers.
+NUCLEUS_CHOICES = ("window", "engine")
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +67,15 @@ class HfConfig:
         template: ``gemma`` / ``chatml`` to force ``render_prompt`` with that template; None uses the
             tokenizer's chat template when it has one, else Gemma's.
         threads: torch intra-op threads; None leaves torch's setting alone.
+        nucleus: ``window`` (default): top-k / top-p by ``WindowedTopKTopP``; ``engine``: transformers' own
+            warpers, which sort the whole vocabulary (for comparison).
     """
 
     model_dir: Path | None = None
     dtype: str | None = None
     template: str | None = None
     threads: int | None = None
+    nucleus: str = "window"
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in _DTYPES:
@@ -69,11 +88,14 @@ class HfConfig:
             template_by_name(self.template)
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise PolicySpecError(f"HfConfig.threads must be an int >= 1, got {self.threads!r}")
+        if self.nucleus not in NUCLEUS_CHOICES:
+            raise PolicySpecError(f"HfConfig.nucleus must be one of {list(NUCLEUS_CHOICES)}, got {self.nucleus!r}")
 
     @classmethod
     def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> "HfConfig":
-        """From ``hf:PATH|default#dtype=...&template=...&threads=...``; errors name the spec."""
-        known = {"dtype", "template", "threads"}
+        """From ``hf:PATH|default#dtype=...&template=...&threads=...&nucleus=window|engine``; errors name the
+        spec."""
+        known = {"dtype", "template", "threads", "nucleus"}
         unknown = set(options) - known
         if unknown:
             raise PolicySpecError(f"policy spec {spec!r}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -83,22 +105,21 @@ class HfConfig:
                 dtype=options.get("dtype"),
                 template=options.get("template") or None,
                 threads=int(options["threads"]) if "threads" in options else None,
+                nucleus=options.get("nucleus", "window"),
             )
         except (PolicySpecError, ValueError) as exc:
             raise PolicySpecError(f"policy spec {spec!r}: {exc}") from None
 
 
-class _SampleAndRecord(LogitsProcessor):
-    """Records the raw log-probability of each chosen token, then applies temperature and top-p.
+class _RecordLogprobs(LogitsProcessor):
+    """Records the raw log-probability of each chosen token; returns the scores unchanged (first in the list).
 
     At step t the processor sees the token chosen at step t-1 (the last column of ``input_ids``) and looks
     it up in the log-softmax it kept from step t-1; the final step's token is looked up by ``finish``.
     Only one (rows × vocabulary) matrix is kept at a time.
     """
 
-    def __init__(self, temperature: float, top_p: float) -> None:
-        self.temperature = temperature
-        self.top_p = top_p
+    def __init__(self) -> None:
         self.previous: torch.Tensor | None = None
         self.chosen: list[torch.Tensor] = []  # one (rows,) tensor per generated token
 
@@ -107,14 +128,6 @@ class _SampleAndRecord(LogitsProcessor):
         if self.previous is not None:
             self.chosen.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
         self.previous = torch.log_softmax(scores, dim=-1)
-        if self.temperature > 0 and self.temperature != 1.0:
-            scores = scores / self.temperature
-        if self.top_p < 1.0:
-            ordered, order = torch.sort(scores, descending=True, dim=-1)
-            mass = torch.softmax(ordered, dim=-1).cumsum(dim=-1)
-            drop = mass - torch.softmax(ordered, dim=-1) >= self.top_p  # keep the token that crosses top_p
-            ordered = ordered.masked_fill(drop, float("-inf"))
-            scores = torch.full_like(scores, float("-inf")).scatter(1, order, ordered)
         return scores
 
     def finish(self, sequences: torch.Tensor, steps: int) -> torch.Tensor:
@@ -123,6 +136,41 @@ class _SampleAndRecord(LogitsProcessor):
         if self.previous is not None and len(chosen) < steps:
             chosen.append(self.previous.gather(1, sequences[:, -1:]).squeeze(1))
         return torch.stack(chosen, dim=1) if chosen else torch.zeros(sequences.shape[0], 0)
+
+
+class WindowedTopKTopP(LogitsProcessor):
+    """transformers' ``TopKLogitsWarper`` + ``TopPLogitsWarper`` in one warper, without sorting the vocabulary.
+
+    The same kept tokens (``jupiter.llm.nucleus``; ties at the cut-off are all kept), masked to ``-inf`` in
+    place. Put it after ``TemperatureLogitsWarper``, as transformers orders its own warpers.
+    """
+
+    def __init__(self, top_p: float = 1.0, top_k: int = 0, windows: tuple[int, ...] = WINDOWS) -> None:
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+        self.top_p, self.top_k, self.windows = float(top_p), int(top_k), windows
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        return filter_top_k_top_p_(scores, self.top_p, self.top_k, self.windows)
+
+
+def sampling_processors(params: SamplingParams, nucleus: str = "window") -> list[LogitsProcessor]:
+    """The warpers after the log-prob recorder: temperature, then top-k / top-p (none when greedy or off)."""
+    if params.greedy:
+        return []
+    out: list[LogitsProcessor] = []
+    if params.temperature != 1.0:
+        out.append(TemperatureLogitsWarper(params.temperature))
+    if params.top_p >= 1.0 and params.top_k == 0:
+        return out
+    if nucleus == "window":
+        out.append(WindowedTopKTopP(params.top_p, params.top_k))
+    else:
+        if params.top_k:
+            out.append(TopKLogitsWarper(params.top_k))
+        if params.top_p < 1.0:
+            out.append(TopPLogitsWarper(params.top_p))
+    return out
 
 
 class HfPolicy(BasePolicy):
@@ -142,6 +190,7 @@ class HfPolicy(BasePolicy):
         else:
             model_dir = Path(config.model_dir)
         self.model_dir = model_dir
+        self.nucleus = config.nucleus
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self.tokenizer.padding_side = "left"
         self.dtype = config.dtype or cpu_dtype()
@@ -159,17 +208,20 @@ class HfPolicy(BasePolicy):
 
     def _generate(self, histories: list[list[Message]], params: SamplingParams) -> list[list[Completion]]:
         prompts = [self.render(h) for h in histories]
-        batch = self.tokenizer(prompts, return_tensors="pt", padding=True)
+        # transformers refuses num_return_sequences > 1 without sampling: greedy copies go in as repeated rows
+        copies = params.n if params.greedy else 1
+        batch = self.tokenizer([p for p in prompts for _ in range(copies)], return_tensors="pt", padding=True)
         prompt_len = batch["input_ids"].shape[1]
         # each prompt once; transformers re-reads it for each of the n samples (num_return_sequences)
-        prompt_tokens = int(batch["attention_mask"].sum())
+        prompt_tokens = int(batch["attention_mask"].sum()) // copies
         self._usage.add(prompt_tokens=prompt_tokens, sent_prompt_tokens=prompt_tokens * params.n, requests=1)
-        sampler = _SampleAndRecord(params.temperature, params.top_p)
-        # temperature and top-p are applied by `sampler`; transformers' own warpers stay off (top_k=0)
+        recorder = _RecordLogprobs()
+        processors = LogitsProcessorList([recorder, *sampling_processors(params, self.config.nucleus)])
+        # temperature, top-k and top-p come from `processors`; the warpers of the generation config stay off
         sampling = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0} if not params.greedy else {}
         generation = GenerationConfig(
             max_new_tokens=params.max_tokens,
-            num_return_sequences=params.n,
+            num_return_sequences=params.n // copies,
             eos_token_id=self._end_ids,
             pad_token_id=self._pad_id,
             **sampling,
@@ -178,12 +230,12 @@ class HfPolicy(BasePolicy):
         with torch.inference_mode(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             sequences = self.model.generate(
-                **batch, generation_config=generation, logits_processor=LogitsProcessorList([sampler])
+                **batch, generation_config=generation, logits_processor=processors
             )
         new_tokens = sequences[:, prompt_len:]
-        logprobs = sampler.finish(sequences, new_tokens.shape[1])
+        logprobs = recorder.finish(sequences, new_tokens.shape[1])
         completions = [self._completion(new_tokens[row], logprobs[row], params) for row in range(new_tokens.shape[0])]
-        lengths = [int(n) for n in batch["attention_mask"].sum(dim=1).tolist()]  # each prompt, padding excluded
+        lengths = [int(n) for n in batch["attention_mask"].sum(dim=1).tolist()][::copies]  # padding excluded
         return [[replace(c, prompt_tokens=lengths[i]) for c in completions[i * params.n : (i + 1) * params.n]]
                 for i in range(len(histories))]
 

@@ -239,6 +239,8 @@ class HttpPolicy(BasePolicy):
             "temperature": params.temperature,
             "top_p": params.top_p,
         }
+        if params.top_k:  # not in OpenAI's API; vLLM, SGLang and llama.cpp servers take it
+            payload["top_k"] = params.top_k
         if params.stop:
             payload["stop"] = list(params.stop)
         if job.seed is not None:

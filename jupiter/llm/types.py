@@ -60,7 +60,10 @@ class SamplingParams:
     Attributes:
         n: completions per history (>= 1).
         temperature: >= 0; 0 means greedy decoding.
-        top_p: nucleus mass in (0, 1].
+        top_p: nucleus mass in (0, 1]: sample from the smallest set of most likely tokens whose probability
+            reaches it (1: off).
+        top_k: sample from the ``top_k`` most likely tokens only (0: off). With ``top_p``, top-p applies to the
+            distribution renormalised over the top-k set (vLLM's and transformers' order).
         max_tokens: most new tokens per completion (>= 1).
         stop: strings that end a completion; the stop string itself is not part of ``Completion.text``.
         seed: makes sampling reproducible; every child of every history gets its own seed derived from it
@@ -73,6 +76,7 @@ class SamplingParams:
     n: int = 1
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k: int = 0
     max_tokens: int = 512
     stop: tuple[str, ...] = STOP_SEQUENCES
     seed: int | None = None
@@ -85,6 +89,8 @@ class SamplingParams:
             raise ValueError(f"SamplingParams.temperature must be a finite number >= 0, got {self.temperature!r}")
         if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
             raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"SamplingParams.top_k must be an int >= 0 (0: off), got {self.top_k!r}")
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
             raise ValueError(f"SamplingParams.max_tokens must be an int >= 1, got {self.max_tokens!r}")
         stop = self.stop

@@ -61,7 +61,10 @@ from jupiter.llm.rendering import end_of_turn_ids, render_for_tokenizer, templat
 from jupiter.llm.types import Completion, PolicyError, PolicySpecError, SamplingParams  # noqa: E402
 from jupiter.prompts import Message  # noqa: E402
 
-__all__ = ["VllmConfig", "VllmPolicy"]
+__all__ = ["NUCLEUS_CHOICES", "VllmConfig", "VllmPolicy"]
+
+#: Who applies top-p / top-k (``VllmConfig.nucleus``).
+NUCLEUS_CHOICES = ("auto", "window", "engine")
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +99,11 @@ class VllmConfig:
         engine_seed: the engine's base seed (requests without a seed draw from it).
         chunked_prefill: split long prefills across steps. None: off on CPU builds (vLLM 0.32.0 crashes on a
             split seeded request there, see the module docstring), vLLM's default elsewhere.
+        nucleus: who applies top-p / top-k. ``window``: our logits processor (``jupiter.llm.vllm_nucleus``,
+            exact, without the engine's full-vocabulary sort); ``engine``: vLLM's own sampler (for comparison,
+            or for an engine version that avoids the sort itself); ``auto`` (default): ``window`` on CPU builds,
+            where the engine sorts every row at every step, ``engine`` on accelerators, where vLLM has its own
+            sort-free kernels (FlashInfer, Triton).
     """
 
     model_dir: Path | None = None
@@ -107,6 +115,7 @@ class VllmConfig:
     template: str | None = None
     engine_seed: int = 0
     chunked_prefill: bool | None = None
+    nucleus: str = "auto"
 
     def __post_init__(self) -> None:
         if self.model_dir is not None and not (Path(self.model_dir) / "config.json").is_file():
@@ -126,13 +135,15 @@ class VllmConfig:
             )
         if self.template is not None:
             template_by_name(self.template)
+        if self.nucleus not in NUCLEUS_CHOICES:
+            raise PolicySpecError(f"VllmConfig.nucleus must be one of {list(NUCLEUS_CHOICES)}, got {self.nucleus!r}")
         if self.chunked_prefill is not None and not isinstance(self.chunked_prefill, bool):
             raise PolicySpecError(f"VllmConfig.chunked_prefill must be a bool or None, got {self.chunked_prefill!r}")
 
     @classmethod
     def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> "VllmConfig":
         """From ``vllm:PATH|default#dtype=..&max_model_len=..&kv_cache_mb=..&gpu_memory_utilization=..
-        &enforce_eager=0|1&template=..&chunked_prefill=0|1``; errors name the spec."""
+        &enforce_eager=0|1&template=..&chunked_prefill=0|1&nucleus=auto|window|engine``; errors name the spec."""
         casts = {
             "dtype": str,
             "max_model_len": int,
@@ -141,6 +152,7 @@ class VllmConfig:
             "enforce_eager": lambda v: v.lower() in ("1", "true", "yes"),
             "template": lambda v: v or None,
             "chunked_prefill": lambda v: None if v.lower() in ("", "none", "auto") else v.lower() in ("1", "true", "yes"),
+            "nucleus": str,
         }
         unknown = set(options) - set(casts)
         if unknown:
@@ -175,6 +187,12 @@ class VllmPolicy(BasePolicy):
         self.dtype = config.dtype or _machine_dtype()
         if config.dtype is None and self.dtype == "float32":
             log.info("computing in float32: this CPU has no bfloat16 instructions (#dtype=bfloat16 forces it)")
+        self.nucleus = _nucleus(config)
+        processors: dict[str, Any] = {}
+        if self.nucleus == "window":
+            from jupiter.llm.vllm_nucleus import WindowedTopKTopP
+
+            processors["logits_processors"] = [WindowedTopKTopP]
         with _preserved_global_rngs():
             self.llm = vllm.LLM(
                 model=str(model_dir),
@@ -184,6 +202,7 @@ class VllmPolicy(BasePolicy):
                 enable_prefix_caching=True,
                 seed=config.engine_seed,
                 **memory,
+                **processors,
                 **_scheduler_settings(config),
             )
         self.tokenizer = self.llm.get_tokenizer()
@@ -205,10 +224,18 @@ class VllmPolicy(BasePolicy):
         return len(self.tokenizer(self.render(history))["input_ids"])
 
     def _sampling(self, params: SamplingParams, n: int, seed: int | None) -> "vllm.SamplingParams":
+        if self.nucleus == "window":  # our processor filters; the engine's own top-p/top-k stay off (no sort)
+            from jupiter.llm.vllm_nucleus import extra_args
+
+            top_p, top_k, extra = 1.0, 0, extra_args(params.top_p, params.top_k)
+        else:
+            top_p, top_k, extra = params.top_p, params.top_k, None
         return vllm.SamplingParams(
             n=n,
             temperature=params.temperature,
-            top_p=params.top_p,
+            top_p=top_p,
+            top_k=top_k,
+            extra_args=extra,
             max_tokens=params.max_tokens,
             stop=list(params.stop) or None,
             stop_token_ids=self._stop_ids,
@@ -264,6 +291,15 @@ def _machine_dtype() -> str:
     from vllm.platforms import current_platform
 
     return cpu_dtype() if current_platform.is_cpu() else "bfloat16"
+
+
+def _nucleus(config: VllmConfig) -> str:
+    """``window`` or ``engine`` for ``config.nucleus`` (``auto``: window on CPU builds; see ``VllmConfig``)."""
+    if config.nucleus != "auto":
+        return config.nucleus
+    from vllm.platforms import current_platform
+
+    return "window" if current_platform.is_cpu() else "engine"
 
 
 def _scheduler_settings(config: VllmConfig) -> dict[str, Any]:

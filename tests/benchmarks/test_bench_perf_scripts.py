@@ -129,14 +129,23 @@ def test_value_replay_runs_a_runs_calls_with_and_without_kept_beginnings(tmp_pat
 
 
 @pytest.mark.slow
-def test_policy_throughput_times_one_call_per_batch_on_one_load() -> None:
+def test_policy_throughput_puts_the_sampling_settings_side_by_side_on_one_load() -> None:
     result = _run("policy_throughput.py", "--backends", "hf", "--prompts", "1,2", "--n", "2", "--max-tokens", "4",
-                  "--top-p", "0.95")
+                  "--settings", "0.95,1.0,greedy")
     hf = result["backends"]["hf"]
-    assert result["prompts"] == [1, 2] and result["top_p"] == 0.95
-    assert [call["sequences"] for call in hf["calls"]] == [2, 4]
-    assert all(call["ms_per_step"] > 0 and call["completion_tokens"] >= call["sequences"] for call in hf["calls"])
-    assert hf["sequences"] == 2 and hf["load_s"] > 0  # the first call's figures stay at the top level
+    assert result["prompts"] == [1, 2] and result["settings"] == ["0.95", "1.0", "greedy"]
+    top_p, full, greedy = hf["settings"]
+    assert [call["sequences"] for call in top_p["calls"]] == [2, 4]  # the batch sizes, for the first setting
+    assert all(call["ms_per_step"] > 0 and call["completion_tokens"] >= call["sequences"] for call in top_p["calls"])
+    assert top_p["sequences"] == 2 and hf["load_s"] > 0 and hf["nucleus"] == "window"
+    assert "sampling_share" in top_p and "sampling_share" in full and "sampling_share" not in greedy
+    assert hf["ratio_top_p_to_top_p_1"] > 0
+
+
+def test_policy_throughput_names_a_bad_setting() -> None:
+    proc = subprocess.run([sys.executable, str(PERF / "policy_throughput.py"), "--json", "--settings", "0.9,warm"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--settings: 'warm' is neither a top-p in (0, 1] nor 'greedy'" in proc.stderr
 
 
 def test_policy_throughput_names_a_bad_prompt_list() -> None:
