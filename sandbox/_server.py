@@ -27,6 +27,7 @@ import faulthandler  # noqa: E402
 import gc  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import resource  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -293,7 +294,10 @@ class Server:
                 self._become_child(request, fds[0], fds[1] if len(fds) > 1 else None, fds[2:],
                                    reparented=double or self.is_zygote)
             except BaseException:  # noqa: BLE001 - a half-born child must never return into the parent's loop
-                os._exit(70)
+                try:  # its last words, for the host's error (``Zygote.died_starting``)
+                    _report(("a new state failed before its hello: " + traceback.format_exc().strip()).encode())
+                finally:
+                    os._exit(70)
             return None
         for fd in fds:
             os.close(fd)
@@ -305,11 +309,12 @@ class Server:
         """SIGCHLD in a runtime: reap only the runtimes we forked (never the cell's own subprocesses)."""
         for pid in list(self.children):
             try:
-                done, _status = os.waitpid(pid, os.WNOHANG)
+                done, status = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
-                done = pid
+                done, status = pid, 0
             if done:
                 self.children.discard(pid)
+                _report_end(pid, status)
 
     def _become_child(self, request, fd, workspace_fd, join_fds, reparented):
         joined = _join_own_groups(join_fds)  # first: everything this state does from here on is counted there
@@ -575,10 +580,46 @@ class _ViewPlan:
         self.home = settings["home"]
         self.home_b = self.home.encode()
         self.own_home_b = f"/tmp/{_OWN_HOME}".encode()
-        # not files of the cells: the sandbox folder's mount point and the parent's copy of HOME
-        self.skip = (os.path.relpath(self.mount, "/tmp").split("/")[0], _OWN_HOME)
+        # Host folders bubblewrap bound under /tmp (a checkout, a virtual environment or an interpreter that lives
+        # there, read-only inputs): bound again into each state's fresh /tmp, never copied (a copy of a 3.7 GB
+        # venv filled the new tmpfs and the state's memory cgroup, and the state died before its hello)
+        self.binds = _mounts_under_tmp(self.mount)
+        # not files of the cells: the sandbox folder's mount point, the parent's copy of HOME, the bound folders
+        self.skip = (os.path.relpath(self.mount, "/tmp").split("/")[0], _OWN_HOME,
+                     *{os.path.relpath(path, b"/tmp").split(b"/")[0].decode("utf-8", "surrogateescape")
+                       for path, _ro, _is_dir in self.binds})
         self.tmp_options = f"mode=1777,size={int(settings['tmp_mb'])}m".encode()
         self.shm_options = f"mode=1777,size={int(settings['shm_mb'])}m".encode()
+
+
+def _mounts_under_tmp(sandbox_mount):
+    """The topmost mount points strictly under ``/tmp`` of this mount namespace other than the sandbox folder's,
+    as ``(path bytes, read-only, is a folder)`` (``/proc/self/mountinfo``; its octal escapes undone)."""
+    sandbox_b = os.fsencode(sandbox_mount)
+    found = []
+    with open("/proc/self/mountinfo", "rb") as fh:
+        for line in fh:
+            fields = line.split(b" ")
+            path = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4])
+            if not path.startswith(b"/tmp/") or path == sandbox_b or path.startswith(sandbox_b + b"/"):
+                continue
+            found.append((path, b"ro" in fields[5].split(b","), os.path.isdir(path)))
+    paths = {p for p, _ro, _d in found}
+    return tuple(sorted((p, ro, d) for p, ro, d in found
+                        if not any(p.startswith(q + b"/") for q in paths if q != p)))
+
+
+def _bind_again(view, sources):
+    """Bind the host folders of ``view.binds`` (open as ``sources``) into the new /tmp at their own paths."""
+    for (path, read_only, is_dir), fd in zip(view.binds, sources):
+        os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
+        if is_dir:
+            os.mkdir(path, 0o755)
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o444))
+        _mount(b"/proc/self/fd/%d" % fd, path, None, _MS_BIND | _MS_REC)
+        if read_only:
+            _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
 def _enter_own_view(view):
@@ -602,12 +643,14 @@ def _enter_own_view(view):
             os.close(fd)
     _mount(None, b"/", None, _MS_REC | _MS_PRIVATE)
     sandbox_dir = os.open(view.mount, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    bound = [os.open(path, os.O_PATH | os.O_CLOEXEC) for path, _ro, _is_dir in view.binds]
     old_tmp = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     old_home = os.open(view.home, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         _mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, view.tmp_options)
         os.mkdir(view.mount, 0o755)  # /tmp is the fresh tmpfs: the mount point is its only folder so far
         _mount(b"/proc/self/fd/%d" % sandbox_dir, view.mount_b, None, _MS_BIND | _MS_REC)
+        _bind_again(view, bound)
         names = [name for name in os.listdir(old_tmp) if name not in view.skip]
         new_tmp = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
@@ -628,6 +671,8 @@ def _enter_own_view(view):
         os.close(old_home)
         os.close(old_tmp)
         os.close(sandbox_dir)
+        for fd in bound:
+            os.close(fd)
     _mount(b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, view.shm_options)
     _prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     _drop_capabilities()
@@ -689,11 +734,33 @@ _CAP_HEADER_REF, _NO_CAPS_REF = ctypes.byref(_CAP_HEADER), ctypes.byref(_NO_CAPS
 def _reap(_signum, _frame):
     while True:
         try:
-            pid, _status = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        _report_end(pid, status)
+
+
+def _report_end(pid, status):
+    """The host ends states with SIGKILL; any other end of a runtime is worth a line (a state that dies before its
+    hello is reported with the runtimes' last stderr lines: ``runtime.Zygote.died_starting``)."""
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) != signal.SIGKILL:
+        _report(b"runtime %d ended by signal %s" % (pid, signal.Signals(os.WTERMSIG(status)).name.encode()))
+    elif os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
+        _report(b"runtime %d exited with status %d" % (pid, os.WEXITSTATUS(status)))
+
+
+#: The host's stderr pipe (a dup made before fds 0-2 go to /dev/null), or 2 before ``_start`` made it.
+_REPORT_FD = 2
+
+
+def _report(message):
+    """One line to the host's stderr pipe, which the host keeps the tail of (``runtime.Zygote.stderr_tail``)."""
+    try:
+        os.write(_REPORT_FD, b"jupiter-sandbox: " + message.replace(b"\n", b" | ") + b"\n")
+    except OSError:
+        pass
 
 
 def _protect_zygote(uid):
@@ -752,6 +819,9 @@ def _start(settings):
         rlimits.pop("nproc", None)  # per runtime uid: set in each state after its uid drop (``_become_child``)
     limits.apply_limits(rlimits)
     signal.signal(signal.SIGCHLD, _reap)
+    global _REPORT_FD
+    _REPORT_FD = os.dup(2)  # the host's stderr pipe, kept for our own last words (``_report``); not the cells'
+    os.set_inheritable(_REPORT_FD, False)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)

@@ -77,7 +77,7 @@ def bwrap_works() -> bool:
 
 
 def _under(path: Path, parent: Path) -> bool:
-    return path.resolve().is_relative_to(parent.resolve())
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(parent))
 
 
 def plan_isolation(config: SandboxConfig, root_dir: Path, readonly_dirs: tuple[Path, ...]) -> IsolationPlan:
@@ -114,12 +114,14 @@ def plan_isolation(config: SandboxConfig, root_dir: Path, readonly_dirs: tuple[P
     # joblib / multiprocessing need a writable /dev/shm (else every cell that uses them warns on stderr).
     cmd += ["--perms", "1777", "--tmpfs", "/dev/shm"]
     needed = {Path(sys.prefix), Path(sys.base_prefix), Path(config.python).parent.parent,
-              Path(config.python).resolve().parent.parent, Path(__file__).resolve().parent,
+              Path(os.path.realpath(config.python)).parent.parent, Path(__file__).resolve().parent,
               *(Path(p) for p in config.readonly_paths)}
     bound = [Path(top) for top in SYSTEM_PATHS]
     made: set[Path] = set()
     for path in sorted(needed):
-        if not path.exists() or any(_under(path, done) for done in bound):
+        # os.path.exists, not Path.exists: a path through a folder this user cannot enter (an interpreter under
+        # another user's home behind a shared venv's symlink) is not there for us, not an error
+        if not os.path.exists(path) or any(_under(path, done) for done in bound):
             continue
         for parent in reversed(path.parents):
             if parent != Path("/") and parent not in made and not any(_under(parent, done) for done in bound):

@@ -6,6 +6,7 @@ runtime may live in a PID namespace where its own pid means nothing to us.
 """
 from __future__ import annotations
 
+import collections
 import errno
 import json
 import logging
@@ -51,6 +52,10 @@ class ProcessBudgetFull(RuntimeError):
 
 class RuntimeDiskLimit(RuntimeError):
     """The sandbox's workspaces passed the disk quota while the cell ran; the runtime was killed."""
+
+
+class _ChildDiedStarting(RuntimeDied):
+    """A forked runtime died before it greeted the host (``_request_fork``); the callers say why."""
 
 
 class RuntimeTimeout(RuntimeError):
@@ -188,7 +193,10 @@ def _request_fork(sock: socket.socket, request: dict, deadline: float, workspace
             child_end.close()
             for fd in join_fds:
                 os.close(fd)
-        reply, _, _ = protocol.recv_frame(sock, deadline)
+        try:
+            reply, _, _ = protocol.recv_frame(sock, deadline)
+        except protocol.ConnectionClosed as exc:  # the runtime asked to fork is gone
+            raise RuntimeDied(f"runtime died during fork: {exc}") from exc
         if not reply.get("ok"):
             host_end.close()
             if reply.get("errno") in (errno.EAGAIN, errno.ENOMEM):
@@ -196,9 +204,9 @@ def _request_fork(sock: socket.socket, request: dict, deadline: float, workspace
             log.info("runtime refused to fork: %s", reply.get("reason"))
             return None
         hello, fds, host_pid = protocol.recv_frame(host_end, deadline, want_fds=True, want_creds=True)
-    except protocol.ConnectionClosed as exc:
+    except protocol.ConnectionClosed as exc:  # the parent forked; the child died before its hello
         host_end.close()
-        raise RuntimeDied(f"runtime died during fork: {exc}") from exc
+        raise _ChildDiedStarting(f"the new runtime died before its hello: {exc}") from exc
     except BaseException:
         host_end.close()
         raise
@@ -275,6 +283,11 @@ class ForkRuntime:
             got = _request_fork(self.sock, {"op": "fork", "workspace": self.zygote.plan.inside(workspace),
                                             "copy": True},
                                 time.monotonic() + timeout_s, workspace, join)
+        except _ChildDiedStarting as exc:
+            message = self.zygote.died_starting("a branch of a notebook state died before it started", group)
+            if group is not None:
+                group.close()
+            raise RuntimeDied(message) from exc
         except (protocol.ConnectionClosed, BrokenPipeError, ConnectionResetError) as exc:
             if group is not None:
                 group.close()
@@ -330,6 +343,12 @@ class ForkRuntime:
             os.close(fd)
 
 
+#: Lines of the runtimes' stderr a zygote keeps for its error messages.
+_STDERR_LINES = 40
+#: What a state that fails before its hello writes first (``_server._fork``).
+_FAILED_BEFORE_HELLO = "a new state failed before its hello:"
+
+
 class Zygote:
     """The first runtime of a Sandbox: a clean shell (preloaded modules) that every root state is forked from.
 
@@ -355,6 +374,11 @@ class Zygote:
         self._started = threading.Event()
         self._proc: subprocess.Popen | None = None
         self._error: BaseException | None = None
+        # the last lines the zygote and the states forked from it wrote to stderr (they share it), read all the
+        # time: a state that dies before its hello is reported with them (``died_starting``), and a full pipe
+        # can never block a runtime
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
+        self._stderr_done = threading.Event()
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = host_end
         settings = {
@@ -421,15 +445,59 @@ class Zygote:
         finally:
             self._started.set()
         if self._proc is not None:
+            self._read_stderr(self._proc)
             self._stop.wait()
+
+    def _read_stderr(self, proc: subprocess.Popen) -> None:
+        """Keep the last lines of the runtimes' stderr, each logged at debug level (the run's log has them)."""
+        try:
+            assert proc.stderr is not None
+            for raw in proc.stderr:
+                line = raw.decode(errors="replace").rstrip()
+                if line:
+                    self._stderr_tail.append(line)
+                    log.debug("sandbox runtime stderr: %s", line)
+        except (OSError, ValueError):
+            pass  # closed under us (close())
+        finally:
+            self._stderr_done.set()
+
+    def stderr_tail(self, lines: int = _STDERR_LINES) -> list[str]:
+        """The last ``lines`` lines the runtimes of this sandbox wrote to stderr."""
+        return list(self._stderr_tail)[-lines:]
+
+    @property
+    def isolation(self) -> str:
+        """The isolation its runtimes start under, in words (for errors and logs)."""
+        if not self.plan.bwrap:
+            return "none (rlimits only: no bubblewrap)"
+        user = "as uid %d" % self.plan.uid if self.plan.uid is not None else "as the host's user"
+        return f"bubblewrap ({user}, no network, read-only system, a /tmp of its own per state)"
+
+    def died_starting(self, what: str, group: StateGroup | None = None) -> str:
+        """One line saying why a runtime that never sent its hello is gone, the full stderr tail logged."""
+        time.sleep(0.05)  # let its last words reach the reader
+        tail = self.stderr_tail()
+        out_of_memory = group is not None and group.oom_killed()
+        # a state that failed reports its traceback as one line (``_server._report``): its exception says why
+        failed = [line for line in tail if _FAILED_BEFORE_HELLO in line]
+        if out_of_memory:
+            reason = f"killed for passing its memory limit ({self.config.state_memory_mb} MiB) while starting"
+        elif failed:
+            reason = failed[-1].rsplit(" | ", 1)[-1].strip()
+        else:
+            reason = f"its last stderr line: {tail[-1]}" if tail else "it wrote nothing to stderr"
+        if tail:
+            log.warning("%s; isolation %s; the runtimes' last stderr lines:\n%s", what, self.isolation,
+                        "\n".join(tail))
+        return f"{what} (isolation: {self.isolation}): {reason}; `jupiter doctor` checks this machine's isolation"
 
     def _stderr_after_close(self) -> str:
         proc = self._proc
-        text = ""
-        if proc is not None and proc.stderr is not None:
-            if proc.poll() is None:
-                proc.kill()
-            text = proc.stderr.read().decode(errors="replace")[-4000:]
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        self._stderr_done.wait(timeout=5)
+        text = "\n".join(self.stderr_tail())[-4000:]
         self.close()
         return text.strip() or "(empty)"
 
@@ -472,6 +540,9 @@ class Zygote:
                                         time.monotonic() + self.config.startup_timeout_s, workspace, join)
                 except (BrokenPipeError, ConnectionResetError) as exc:
                     raise RuntimeDied(f"the sandbox runtime is gone: {exc}") from exc
+                except _ChildDiedStarting as exc:
+                    raise RuntimeDied(self.died_starting("a new notebook state died before it started", group)) \
+                        from exc
             if got is None:
                 raise StartupError("the zygote refused to fork (it has extra threads)")
         except BaseException:
@@ -492,7 +563,10 @@ class Zygote:
                 except (ProcessLookupError, PermissionError):
                     proc.kill()
                 proc.wait(timeout=30)
-            if proc is not None and proc.stderr is not None and not proc.stderr.closed:
+            # the reader thread sees the end of the pipe once every runtime holding it is gone; closing the file
+            # under a blocked read would wait on its lock
+            if proc is not None and proc.stderr is not None and not proc.stderr.closed \
+                    and self._stderr_done.wait(timeout=2):
                 proc.stderr.close()
             self._stop.set()
             self._thread.join(timeout=5)

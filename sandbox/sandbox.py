@@ -426,7 +426,8 @@ class Sandbox:
                         runtime = self._within_budget(
                             lambda: source.fork(child._workspace, next(self._generations),
                                                 self.config.startup_timeout_s), keep=(parent, child))
-                    except RuntimeDied:
+                    except RuntimeDied as exc:
+                        log.warning("sandbox: branching state %d failed, rebuilding it: %s", parent.id, exc)
                         self._drop_runtime(parent)
                         continue
                     if runtime is None:

@@ -104,6 +104,11 @@ class VllmConfig:
             or for an engine version that avoids the sort itself); ``auto`` (default): ``window`` on CPU builds,
             where the engine sorts every row at every step, ``engine`` on accelerators, where vLLM has its own
             sort-free kernels (FlashInfer, Triton).
+        max_num_seqs: most sequences the engine decodes in one step; None: vLLM's default.
+        block_size: tokens per KV-cache block, the unit of prefix-cache reuse; None: vLLM's default (128 on CPU).
+        log_stats: let the engine keep per-request timings (``RequestOutput.metrics``) and its metrics
+            (``LLM.get_metrics()``), for profiles (``benchmarks/perf/search_step.py``); off by default, as in
+            ``vllm.LLM``.
     """
 
     model_dir: Path | None = None
@@ -116,6 +121,9 @@ class VllmConfig:
     engine_seed: int = 0
     chunked_prefill: bool | None = None
     nucleus: str = "auto"
+    max_num_seqs: int | None = None
+    block_size: int | None = None
+    log_stats: bool = False
 
     def __post_init__(self) -> None:
         if self.model_dir is not None and not (Path(self.model_dir) / "config.json").is_file():
@@ -135,6 +143,10 @@ class VllmConfig:
             )
         if self.template is not None:
             template_by_name(self.template)
+        for name in ("max_num_seqs", "block_size"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise PolicySpecError(f"VllmConfig.{name} must be an int >= 1 or None, got {value!r}")
         if self.nucleus not in NUCLEUS_CHOICES:
             raise PolicySpecError(f"VllmConfig.nucleus must be one of {list(NUCLEUS_CHOICES)}, got {self.nucleus!r}")
         if self.chunked_prefill is not None and not isinstance(self.chunked_prefill, bool):
@@ -143,7 +155,7 @@ class VllmConfig:
     @classmethod
     def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> "VllmConfig":
         """From ``vllm:PATH|default#dtype=..&max_model_len=..&kv_cache_mb=..&gpu_memory_utilization=..
-        &enforce_eager=0|1&template=..&chunked_prefill=0|1&nucleus=auto|window|engine``; errors name the spec."""
+        &enforce_eager=0|1&template=..&chunked_prefill=0|1&nucleus=auto|window|engine&max_num_seqs=..&block_size=..&log_stats=0|1``; errors name the spec."""
         casts = {
             "dtype": str,
             "max_model_len": int,
@@ -153,6 +165,9 @@ class VllmConfig:
             "template": lambda v: v or None,
             "chunked_prefill": lambda v: None if v.lower() in ("", "none", "auto") else v.lower() in ("1", "true", "yes"),
             "nucleus": str,
+            "max_num_seqs": int,
+            "block_size": int,
+            "log_stats": lambda v: v.lower() in ("1", "true", "yes"),
         }
         unknown = set(options) - set(casts)
         if unknown:
@@ -203,6 +218,9 @@ class VllmPolicy(BasePolicy):
                 seed=config.engine_seed,
                 **memory,
                 **processors,
+                **{key: value for key, value in (("max_num_seqs", config.max_num_seqs),
+                                                 ("block_size", config.block_size)) if value is not None},
+                disable_log_stats=not config.log_stats,
                 **_scheduler_settings(config),
             )
         self.tokenizer = self.llm.get_tokenizer()
