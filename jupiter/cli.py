@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "bench": "jupiter.commands.bench",
     "serve": "jupiter.commands.serve",
     "sft": "jupiter.commands.sft",
+    "doctor": "jupiter.commands.doctor",
 }
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

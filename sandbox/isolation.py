@@ -41,6 +41,13 @@ class IsolationPlan:
             return str(path)
         return str(self.mount / Path(path).relative_to(self.host_root))
 
+    def describe(self) -> str:
+        """The isolation runtimes start under, in words (for errors, logs and the CLI's first lines)."""
+        if not self.bwrap:
+            return "none (rlimits only: no bubblewrap)"
+        user = f"as uid {self.uid}" if self.uid is not None else "as the host's user"
+        return f"bubblewrap ({user}, no network, read-only system, a /tmp of its own per state)"
+
     @property
     def nproc_enforced(self) -> bool:
         """RLIMIT_NPROC does not apply to root: it only holds when runtimes run as another user."""
@@ -94,8 +101,9 @@ def plan_isolation(config: SandboxConfig, root_dir: Path, readonly_dirs: tuple[P
     if not use:
         if config.isolation == Isolation.AUTO and not _warned:
             _warned = True
-            log.warning("bubblewrap (bwrap) is not available: sandbox runtimes run with rlimits only, "
-                        "without network/filesystem isolation")
+            log.warning("bubblewrap (bwrap) is not available: sandbox runtimes run with rlimits only, so cells "
+                        "can read every world-readable host file and reach the network, and states can write each "
+                        "other's files (apt-get install -y bubblewrap; `jupiter doctor` lists what holds)")
         return IsolationPlan(bwrap=False, uid=None, prefix=())
     is_root = os.geteuid() == 0
     uid = config.run_as_uid if is_root else None

@@ -469,10 +469,7 @@ class Zygote:
     @property
     def isolation(self) -> str:
         """The isolation its runtimes start under, in words (for errors and logs)."""
-        if not self.plan.bwrap:
-            return "none (rlimits only: no bubblewrap)"
-        user = "as uid %d" % self.plan.uid if self.plan.uid is not None else "as the host's user"
-        return f"bubblewrap ({user}, no network, read-only system, a /tmp of its own per state)"
+        return self.plan.describe()
 
     def died_starting(self, what: str, group: StateGroup | None = None) -> str:
         """One line saying why a runtime that never sent its hello is gone, the full stderr tail logged."""

@@ -165,6 +165,27 @@ class Sandbox:
             self.layout.cleanup()
             raise
 
+    def describe(self) -> str:
+        """One line: the isolation in use and how many guarantees hold (``jupiter doctor`` lists them)."""
+        held = len(self.guarantees)
+        return (f"sandbox: {self.isolation.describe()}; {held} of {len(Guarantee)} guarantees hold"
+                + ("" if held == len(Guarantee) else f" ({self._why_not()}; `jupiter doctor` says what is missing)"))
+
+    def missing_guarantees(self) -> list[Guarantee]:
+        """The guarantees of the threat table that do not hold in this sandbox (docs/sandbox.md)."""
+        return [g for g in Guarantee if g not in self.guarantees]
+
+    def cgroups(self) -> dict[str, bool]:
+        """Which cgroup controls this sandbox got: ``pids`` (its process budget), ``memory`` (per-state memory
+        limits) and ``cpu`` (one CPU share for its cells)."""
+        groups = self._groups
+        return {"pids": self._cgroup is not None, "memory": groups is not None and groups.memory is not None,
+                "cpu": groups is not None and groups.cpu is not None}
+
+    def why_not(self) -> str:
+        """Why some guarantees do not hold here, in words ("settings" when the host lacks nothing)."""
+        return self._why_not()
+
     def _guarantees(self) -> frozenset[Guarantee]:
         held = {Guarantee.HOST_SECRETS, Guarantee.HOST_READS}
         if self.config.disk_quota_mb is not None:

@@ -261,6 +261,7 @@ def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: arg
     with StopSignals("the search") as signals:
         try:
             with Sandbox(sandbox_config(config)) as sandbox:
+                bar.write(sandbox.describe(), file=sys.stderr)  # the isolation in use, as the llm line names the model
                 # a second Ctrl-C ends the running cells' processes (their step is dropped), so the driver
                 # need not wait for them; closing on its own thread, as the handler may interrupt a lock holder
                 def close_now() -> None:

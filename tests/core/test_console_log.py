@@ -85,6 +85,7 @@ def test_the_console_shows_our_lines_and_the_run_folder_keeps_the_rest(tmp_path:
     assert not [word for word in NOISE if word in console], console
     assert done.stdout.strip() == json.loads((out / "result.json").read_text())["answer"]
     assert "llm: replay" in done.stderr and f"wrote {out}" in done.stderr  # the project's own lines
+    assert "\nsandbox: " in done.stderr and "guarantees hold" in done.stderr  # the isolation, named as the model
     assert "4/4" in done.stderr  # its progress bar stays on the console
     assert "closed file" not in done.stderr  # a stream a library kept still works at exit
     log = (out / "jupiter.log").read_text()
