@@ -28,6 +28,9 @@ __all__ = [
     "values_match",
     "reward",
     "canonical_answer",
+    "equivalence_key",
+    "format_decimals",
+    "format_placeholders",
     "DabenchScore",
     "score_dabench",
 ]
@@ -192,6 +195,68 @@ def canonical_answer(text: str) -> str:
     return " ".join(
         f"@{name}[{_canonical_value(_parse_value(value))}]" for name, value in sorted(answers.items())
     )
+
+
+_NUMBER_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+                 "eight": 8, "nine": 9, "ten": 10}
+_DECIMALS = re.compile(r"\b(\d+|zero|one|two|three|four|five|six|seven|eight|nine|ten)[ -]+decimal(?: place)?s?\b",
+                       re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"@(\w+)\[([^\]]*)\]")
+
+
+def format_decimals(format_text: str) -> dict[str, int]:
+    """Decimal places the answer format asks for, per answer name (``"... rounded to two decimal places"``).
+
+    A name gets the precision said in the clause that names it (``"mean" is ... two decimal places``); when the
+    format states one precision only, every name gets it. Names the format leaves unrounded are absent.
+    """
+    tokens = list(_PLACEHOLDER.finditer(format_text or ""))
+    found = [(m.start(), int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[m.group(1).lower()])
+             for m in _DECIMALS.finditer(format_text or "")]
+    if not tokens or not found:
+        return {}
+    if len({d for _, d in found}) == 1:
+        return {m.group(1): found[0][1] for m in tokens}
+    out = {}
+    for token in tokens:  # the clause that names it: its last quoted mention ("s" for @slope[s]), else the token
+        words = {token.group(1), token.group(2).strip()}
+        quoted = [m.end() for word in words if word
+                  for m in re.finditer(rf"[\"'“‘]{re.escape(word)}[\"'”’]", format_text)]
+        mention = max(quoted, default=token.end())
+        later = [d for at, d in found if at > mention]
+        if later:
+            out[token.group(1)] = later[0]
+    return out
+
+
+def format_placeholders(format_text: str) -> dict[str, str]:
+    """The placeholder of each answer name in the format (``@mean_fare[mean_fare]`` gives ``mean_fare``)."""
+    return {m.group(1): m.group(2).strip() for m in _PLACEHOLDER.finditer(format_text or "")}
+
+
+def equivalence_key(text: str, format_text: str) -> str | None:
+    """The voting key of a reply when answers that the format's precision makes equal count as one.
+
+    Numbers are rounded to the decimal places the format asks for each name (``@mean[34.6459]`` and
+    ``@mean[34.65]`` for "two decimal places" share a key), and a reply that copies the format's placeholder
+    (``@is_normal[is_normal]``) has no key: it cannot be right and gets no vote. Elsewhere the key is
+    ``canonical_answer``'s. A deviation from the paper, which votes on the raw strings (``VoteKey.FORMAT``).
+    """
+    answers = extract_answers(text)
+    if not answers:
+        return canonical_answer(text)
+    placeholders = format_placeholders(format_text)
+    if placeholders and all(placeholders.get(name) == value.strip() for name, value in answers.items()):
+        return None
+    decimals = format_decimals(format_text)
+    parts = []
+    for name, value in sorted(answers.items()):
+        parsed = _parse_value(value)
+        number = _as_number(parsed) if not isinstance(parsed, (list, tuple, dict, set)) else None
+        if number is not None and name in decimals and math.isfinite(number):
+            parsed = round(number, decimals[name]) + 0.0  # + 0.0: -0.0 and 0.0 are one answer
+        parts.append(f"@{name}[{_canonical_value(parsed)}]")
+    return " ".join(parts)
 
 
 # ------------------------------------------------------------------------------------------ DABench

@@ -9,7 +9,7 @@ and writes tree files (ours and the paper's).
 """
 
 from search.baselines import config_for_mode, react_config, vote_config
-from search.config import ConfigError, Decision, Mode, SearchConfig
+from search.config import ConfigError, Decision, Mode, SearchConfig, VoteKey
 from search.decide import Candidate, VoteEntry
 from search.driver import DriverStep, run_search, solve_many
 from search.protocols import PolicyLike, SandboxLike, StateLike, Value
@@ -20,6 +20,7 @@ from search.tree_io import TreeFileError, load_tree, save_tree
 __all__ = [
     "Mode",
     "Decision",
+    "VoteKey",
     "SearchConfig",
     "ConfigError",
     "run_search",

@@ -49,6 +49,19 @@ class Decision(str, enum.Enum):
     AUTO = "auto"  # VALUE when a value model was given, else VOTE (Jupiter 0.1's default)
 
 
+class VoteKey(str, enum.Enum):
+    """Which candidate answers a vote counts as one answer.
+
+    EXACT: answers equal as canonical answers (``jupiter.answers.canonical_answer``: spacing, case and the
+    spelling of a number folded; the paper votes on the raw strings). FORMAT: also answers equal at the decimal
+    places the task's format asks for (``34.6459`` and ``34.65`` for "two decimal places"), and copies of the
+    format's placeholder (``@is_normal[is_normal]``) get no vote (``jupiter.answers.equivalence_key``; ours).
+    """
+
+    EXACT = "exact"
+    FORMAT = "format"
+
+
 class PriorRule(str, enum.Enum):
     """How a reply's PUCT prior P comes from its mean token log-probability.
 
@@ -141,6 +154,7 @@ class SearchConfig(BaseModel):
             resample from the same notebook state). Other modes always end the branch.
         vote_runs: independent paths in VOTE mode.
         decision: how ``SearchResult.answer`` is chosen.
+        vote_key: which candidates the vote counts as one answer (``VoteKey``).
         max_concurrent_cells: threads running cells at once (across all trees of a driver).
         leaves_per_step: tree modes: leaves selected, one after another, and expanded together in one step (one
             policy call, their cells at once); each selection skips the leaves already claimed (``search.puct.
@@ -177,6 +191,7 @@ class SearchConfig(BaseModel):
     malformed_terminal: Flag
     vote_runs: PositiveCount
     decision: Decision
+    vote_key: VoteKey
     max_concurrent_cells: PositiveCount
     leaves_per_step: PositiveCount
     max_trees_in_flight: PositiveCount

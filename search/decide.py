@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from jupiter.answers import canonical_answer
+from typing import Callable
 
-from search.config import Decision, Mode, SearchConfig
+from jupiter.answers import canonical_answer, equivalence_key
+
+from search.config import Decision, Mode, SearchConfig, VoteKey
 from search.tree import Node
 
-__all__ = ["Candidate", "VoteEntry", "Verdict", "decide", "tally", "Choice", "choose"]
+__all__ = ["Candidate", "VoteEntry", "Verdict", "decide", "tally", "Choice", "choose", "vote_key_rule"]
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,23 @@ class Verdict:
     by_value: Candidate | None
 
 
-def _candidate(node: Node) -> Candidate:
+#: A voting key of a reply; None: the reply gets no vote.
+KeyRule = Callable[[str], "str | None"]
+
+
+def vote_key_rule(vote_key: VoteKey, format_text: str = "") -> KeyRule:
+    """The voting key of ``vote_key`` for a task whose answer format is ``format_text``."""
+    if vote_key is VoteKey.FORMAT:
+        return lambda answer: equivalence_key(answer, format_text)
+    return canonical_answer
+
+
+def _candidate(node: Node, key: KeyRule) -> Candidate | None:
     answer = node.final_answer or ""
-    return Candidate(node.tag, answer, canonical_answer(answer), node.value, node.visit_count, node.evaluation,
+    group = key(answer)
+    if group is None:
+        return None
+    return Candidate(node.tag, answer, group, node.value, node.visit_count, node.evaluation,
                      max(1, int(node.multiplicity)))
 
 
@@ -95,9 +111,10 @@ def tally(candidates: Sequence[Votable]) -> tuple[tuple[VoteEntry, ...], Votable
     return table, winner
 
 
-def decide(answer_nodes: list[Node]) -> Verdict:
-    """Vote and value decisions over ``answer_nodes`` (given in creation order)."""
-    candidates = [_candidate(n) for n in answer_nodes]
+def decide(answer_nodes: list[Node], key: KeyRule = canonical_answer) -> Verdict:
+    """Vote and value decisions over ``answer_nodes`` (given in creation order); ``key`` groups the answers
+    (``vote_key_rule``; a node it gives no key is no candidate)."""
+    candidates = [c for c in (_candidate(n, key) for n in answer_nodes) if c is not None]
     table, vote = tally(candidates)
     by_value = None
     for candidate in candidates:  # strict > keeps the earliest among equals

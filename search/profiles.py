@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.config import SandboxConfig
-from search.config import BackupRule, ConfigError, Decision, Mode, PriorRule, SearchConfig
+from search.config import BackupRule, ConfigError, Decision, Mode, PriorRule, SearchConfig, VoteKey
 
 __all__ = ["PROFILES", "DEFAULT_PROFILE", "Setting", "describe_profile", "profile_values", "resolve_profile"]
 
@@ -56,6 +56,9 @@ _EVERY_MODE: dict[str, Setting] = {
     "backup_rule": Setting(BackupRule.EXPANSION, REF, "one zero back-up per expansion from the expanded node"),
     "malformed_terminal": Setting(False, REF, "a malformed reply is scored -1 but stays expandable"),
     "vote_runs": Setting(5, OURS, "independent paths in vote mode"),
+    "vote_key": Setting(VoteKey.EXACT, PAPER, "the vote counts equal answers together (the paper: raw strings; "
+                                              "ours folds spacing and number spelling); 'format' also answers "
+                                              "equal at the format's precision, placeholders uncounted"),
     "max_concurrent_cells": Setting(4, OURS, "threads running cells at once"),
     "leaves_per_step": Setting(1, PAPER, "one selection (and expansion) per search iteration"),
     "max_trees_in_flight": Setting(16, OURS, "trees the batched driver advances together, at most"),

@@ -8,7 +8,7 @@ from typing import Any
 from jupiter.answers import reward
 
 from search.config import SearchConfig
-from search.decide import Candidate, Verdict, choose, decide
+from search.decide import Candidate, Verdict, choose, decide, vote_key_rule
 from search.tree import Tree
 
 __all__ = ["SearchStats", "SearchResult", "result_from_tree"]
@@ -131,7 +131,7 @@ def result_from_tree(task_id: str, tree: Tree, config: SearchConfig, stats: Sear
     The one place a finished, stopped or returned-from-a-worker tree becomes a result, so the driver, the
     CLI's partial results, the Ray paths and the service all decide the same way (``search.decide.choose``).
     """
-    verdict = decide(tree.answers())
+    verdict = decide(tree.answers(), vote_key_rule(config.vote_key, tree.task.format if tree.task else ""))
     choice = choose(verdict, config, value_given)
     notes = list(notes or [])
     if interrupted and not any(n.startswith("stopped early") for n in notes):

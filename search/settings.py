@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from search.config import (ConfigError, Count, Decision, Mode, PositiveCount, Probability, SearchConfig, Seconds,
-                           Weight, describe_errors)
+                           VoteKey, Weight, describe_errors)
 from search.profiles import DEFAULT_PROFILE, PROFILES, describe_profile, resolve_profile
 
 __all__ = ["JobSettings", "LocalSettings", "SettingsError", "parse_job_settings", "settings_from_args",
@@ -46,6 +46,9 @@ class JobSettings(BaseModel):
     c_puct: Weight | None = Field(None, description="PUCT exploration weight (tree modes)")
     decision: Decision | None = Field(None, description="how the answer is picked: majority vote, highest value, "
                                                         "or auto (value with a value model, else vote)")
+    vote_key: VoteKey | None = Field(None, description="exact: the vote counts equal answers together; format: "
+                                                       "also answers equal at the decimal places the format asks "
+                                                       "for, and copies of its placeholder get no vote")
     temperature: Weight | None = Field(None, description="sampling temperature")
     top_p: Probability | None = Field(None, description="nucleus sampling top_p")
     max_tokens: PositiveCount | None = Field(None, description="most tokens per reply")

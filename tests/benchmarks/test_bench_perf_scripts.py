@@ -152,3 +152,20 @@ def test_policy_throughput_names_a_bad_prompt_list() -> None:
     proc = subprocess.run([sys.executable, str(PERF / "policy_throughput.py"), "--json", "--prompts", "2,x"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--prompts: '2,x' is not a comma list of counts" in proc.stderr
+
+
+def test_search_step_takes_only_a_vllm_spec() -> None:
+    proc = subprocess.run([sys.executable, str(PERF / "search_step.py"), "--json", "--llm", "hf:default"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "give a vllm: spec" in proc.stderr
+
+
+@pytest.mark.slow
+def test_search_step_splits_a_real_step_into_its_parts(dabench_dir) -> None:
+    pytest.importorskip("vllm")
+    result = _run("search_step.py", "--trees", "2", "--iterations", "1", "--data", str(dabench_dir))
+    parts = result["per_node_ms"]
+    assert set(parts) == {"prefill", "decode", "sampling", "sandbox", "sandbox_start", "value", "engine"}
+    assert result["nodes"] > 2 and parts["decode"] > 0 and parts["sandbox"] > 0 and parts["sampling"] > 0
+    assert 0.99 <= sum(result["shares"].values()) <= 1.01
+    assert result["engine_settings"]["sequences_per_call"] == 6 and 0 <= result["prefix_cache_hit_rate"] <= 1

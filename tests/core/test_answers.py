@@ -123,3 +123,23 @@ def test_canonical_answer_is_stable_under_reformatting(answers):
     padded = format_answers({k: f" {v:.12g} " for k, v in answers.items()})
     if all(math.isclose(float(f"{v:.12g}"), v, rel_tol=0, abs_tol=0) for v in answers.values()):
         assert canonical_answer(plain) == canonical_answer(padded)
+
+
+def test_format_decimals_reads_the_precision_of_each_answer():
+    from jupiter.answers import format_decimals
+
+    assert format_decimals('@mean[m] where "m" is rounded to two decimal places.') == {"mean": 2}
+    assert format_decimals('@slope[s], @p_value[p] where "s" is rounded to 2 decimal places and "p" to four '
+                           'decimal places.') == {"slope": 2, "p_value": 4}
+    assert format_decimals("@count[n] where n is an integer.") == {}
+
+
+def test_equivalence_key_rounds_to_the_format_and_drops_placeholders():
+    from jupiter.answers import equivalence_key
+
+    fmt = '@r[r_value] @kind[kind] where "r_value" is rounded to two decimal places and "kind" is a word.'
+    assert equivalence_key("@r[0.8731] @kind[Linear]", fmt) == equivalence_key("@kind[linear] @r[0.87]", fmt)
+    assert equivalence_key("@r[0.8731] @kind[linear]", fmt) != equivalence_key("@r[0.88] @kind[linear]", fmt)
+    assert equivalence_key("@r[r_value] @kind[kind]", fmt) is None
+    assert equivalence_key("@r[-0.001] @kind[x]", fmt) == equivalence_key("@r[0.0] @kind[x]", fmt)
+    assert equivalence_key("no answer here", fmt) == "no answer here"

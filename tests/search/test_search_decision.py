@@ -47,3 +47,44 @@ def test_benchmark_curves_and_aime_vote_count_folded_duplicates():
                CandidateRecord("0.3", "@answer[7]", "7", 0.0, 2)]
     assert vote_pick(records).answer == "@answer[9]" and aime_vote(records) == 9
     assert CandidateRecord.from_dict(records[1].to_dict()).multiplicity == 3
+
+
+FARE = Task(id="fare", question="Mean fare?", label="@mean_fare[34.65]",
+            format='@mean_fare[mean_fare] where "mean_fare" is a float number rounded to two decimal places.')
+
+
+def test_the_format_vote_counts_answers_equal_at_the_formats_precision_as_one():
+    """The README demo's tree: 34.6459... and 34.65 are one answer for "two decimal places" (4 votes to 2)."""
+    from search.config import VoteKey
+    from search.decide import vote_key_rule
+
+    tree = Tree(FARE)
+    nodes = _answers(tree, [("@mean_fare[7.92]", 1), ("@mean_fare[34.6459020979021]", 1), ("@mean_fare[34.65]", 1),
+                            ("@mean_fare[7.92]", 1), ("@mean_fare[34.65]", 1), ("@mean_fare[34.6459020979021]", 1)])
+    exact = decide(nodes, vote_key_rule(VoteKey.EXACT, FARE.format))
+    assert [e.count for e in exact.vote_table] == [2, 2, 2] and exact.vote.answer == "@mean_fare[7.92]"
+    merged = decide(nodes, vote_key_rule(VoteKey.FORMAT, FARE.format))
+    assert [e.count for e in merged.vote_table] == [4, 2]
+    assert merged.vote.answer == "@mean_fare[34.6459020979021]"  # its earliest spelling among the most frequent
+
+
+def test_the_format_vote_gives_copies_of_the_placeholder_no_vote():
+    from search.config import VoteKey
+    from search.decide import vote_key_rule
+
+    tree = Tree(FARE)
+    nodes = _answers(tree, [("@mean_fare[mean_fare]", 3), ("@mean_fare[34.65]", 1)])
+    assert decide(nodes).vote.answer == "@mean_fare[mean_fare]"  # the paper's vote
+    verdict = decide(nodes, vote_key_rule(VoteKey.FORMAT, FARE.format))
+    assert verdict.vote.answer == "@mean_fare[34.65]" and len(verdict.candidates) == 1
+
+
+def test_a_search_config_carries_the_vote_key_into_the_result():
+    from search import SearchConfig, VoteKey
+    from search.result import SearchStats, result_from_tree
+
+    tree = Tree(FARE)
+    _answers(tree, [("@mean_fare[mean_fare]", 2), ("@mean_fare[34.65]", 1)])
+    config = SearchConfig(vote_key=VoteKey.FORMAT)
+    assert result_from_tree("fare", tree, config, SearchStats(), value_given=False).answer == "@mean_fare[34.65]"
+    assert SearchConfig().vote_key is VoteKey.EXACT  # the default follows the paper's plain vote
