@@ -18,7 +18,7 @@ from jupiter.answers import canonical_answer, equivalence_key
 from search.config import Decision, Mode, SearchConfig, VoteKey
 from search.tree import Node
 
-__all__ = ["Candidate", "VoteEntry", "Verdict", "decide", "tally", "Choice", "choose", "vote_key_rule"]
+__all__ = ["Candidate", "VoteEntry", "Verdict", "decide", "tally", "Choice", "choose", "KeyRule", "vote_key_rule"]
 
 
 @dataclass(frozen=True)
@@ -53,20 +53,30 @@ class Verdict:
     by_value: Candidate | None
 
 
-#: A voting key of a reply; None: the reply gets no vote.
-KeyRule = Callable[[str], "str | None"]
+@dataclass(frozen=True)
+class KeyRule:
+    """How a vote groups answers: ``key(answer)`` (None: no vote) and, optionally, which spellings a group
+    reports first (``prefer``; then the most frequent)."""
+
+    key: Callable[[str], "str | None"] = canonical_answer
+    prefer: Callable[[str], bool] | None = None
 
 
 def vote_key_rule(vote_key: VoteKey, format_text: str = "") -> KeyRule:
-    """The voting key of ``vote_key`` for a task whose answer format is ``format_text``."""
+    """The grouping of ``vote_key`` for a task whose answer format is ``format_text``. With ``FORMAT`` a group
+    reports a spelling already at the format's precision where it has one (``34.65`` before ``34.6459...``: the
+    official scorer compares the reported string)."""
     if vote_key is VoteKey.FORMAT:
-        return lambda answer: equivalence_key(answer, format_text)
-    return canonical_answer
+        def key(answer: str) -> str | None:
+            return equivalence_key(answer, format_text)
+
+        return KeyRule(key, lambda answer: canonical_answer(answer) == key(answer))
+    return KeyRule()
 
 
-def _candidate(node: Node, key: KeyRule) -> Candidate | None:
+def _candidate(node: Node, rule: KeyRule) -> Candidate | None:
     answer = node.final_answer or ""
-    group = key(answer)
+    group = rule.key(answer)
     if group is None:
         return None
     return Candidate(node.tag, answer, group, node.value, node.visit_count, node.evaluation,
@@ -83,12 +93,14 @@ class Votable(Protocol):
     multiplicity: int
 
 
-def tally(candidates: Sequence[Votable]) -> tuple[tuple[VoteEntry, ...], Votable | None]:
+def tally(candidates: Sequence[Votable], prefer: Callable[[str], bool] | None = None,
+          ) -> tuple[tuple[VoteEntry, ...], Votable | None]:
     """The vote over ``candidates`` (in creation order): the table, best first, and the winning candidate.
 
     Each candidate counts ``multiplicity`` votes; ties go to the higher mean value, then the group found
-    first; the group is reported in its most frequent raw spelling and won by its earliest candidate with that
-    spelling. The one voting rule: the search's decision and the benchmarks' curves both call it.
+    first; the group is reported in its most frequent raw spelling (among those ``prefer`` accepts, where it
+    accepts any) and won by its earliest candidate with that spelling. The one voting rule: the search's decision
+    and the benchmarks' curves both call it.
     """
     groups: dict[str, list[tuple[int, Votable]]] = {}
     for index, candidate in enumerate(candidates):
@@ -101,7 +113,8 @@ def tally(candidates: Sequence[Votable]) -> tuple[tuple[VoteEntry, ...], Votable
         spellings: dict[str, int] = {}
         for _, c in members:  # insertion order = creation order, so max() keeps the earliest among equals
             spellings[c.answer] = spellings.get(c.answer, 0) + max(1, int(c.multiplicity))
-        spelling = max(spellings, key=lambda text: spellings[text])
+        ranked = (lambda text: (prefer(text), spellings[text])) if prefer else (lambda text: spellings[text])
+        spelling = max(spellings, key=ranked)
         entries.append((-votes, -mean, first_index, VoteEntry(key, spelling, votes, mean, first.tag)))
     entries.sort(key=lambda e: e[:3])
     table = tuple(e[3] for e in entries)
@@ -111,11 +124,11 @@ def tally(candidates: Sequence[Votable]) -> tuple[tuple[VoteEntry, ...], Votable
     return table, winner
 
 
-def decide(answer_nodes: list[Node], key: KeyRule = canonical_answer) -> Verdict:
-    """Vote and value decisions over ``answer_nodes`` (given in creation order); ``key`` groups the answers
+def decide(answer_nodes: list[Node], rule: KeyRule = KeyRule()) -> Verdict:
+    """Vote and value decisions over ``answer_nodes`` (given in creation order); ``rule`` groups the answers
     (``vote_key_rule``; a node it gives no key is no candidate)."""
-    candidates = [c for c in (_candidate(n, key) for n in answer_nodes) if c is not None]
-    table, vote = tally(candidates)
+    candidates = [c for c in (_candidate(n, rule) for n in answer_nodes) if c is not None]
+    table, vote = tally(candidates, rule.prefer)
     by_value = None
     for candidate in candidates:  # strict > keeps the earliest among equals
         if by_value is None or candidate.value > by_value.value:

@@ -6,6 +6,7 @@
     jupiter bench dsbench --data DSBENCH_ROOT [--tasks NAME ...] [--no-simplify] ...
     jupiter bench report  RUN_DIR            (rebuild summary.{json,md} and plots from results.jsonl)
     jupiter bench compare RUN_DIR RUN_DIR ... [--plot FILE]
+    jupiter bench revote  RUN_DIR ... (decide again under each vote key: --vote-key exact | format)
 
 A run folder is resumable: rerunning the same command skips the tasks already in ``results.jsonl``.
 When the policy backend dies mid-run the command prints one line naming the backend and the cause, exits
@@ -91,6 +92,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     compare.add_argument("--plot", type=Path, help="also plot every run's accuracy-vs-iterations curves here")
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare.set_defaults(handler=compare_command)
+    revote = inner.add_parser("revote", help="decide DABench runs again under each vote key (--vote-key)",
+                              formatter_class=HelpFormatter)
+    revote.add_argument("runs", nargs="+", type=Path)
+    revote.add_argument("--data", type=Path, default=None, help="the DABench folder (default: the shared data)")
+    revote.add_argument("--json", action="store_true", help="print one JSON object per run")
+    revote.set_defaults(handler=revote_command)
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)
 
 
@@ -323,6 +330,33 @@ def report_command(args: argparse.Namespace) -> int:
     else:
         raise TaskError(f"{info_path}: unknown benchmark {benchmark!r}")
     print(json.dumps({k: v for k, v in summary.items() if k not in ("tasks",)}, default=str))
+    return 0
+
+
+def revote_command(args: argparse.Namespace) -> int:
+    from benchmarks.dabench import load_dabench
+    from benchmarks.revote import revote
+
+    missing = [run for run in args.runs if not (run / "results.jsonl").is_file()]
+    if missing:  # before the data loads: a mistyped folder is the likelier mistake
+        print(f"jupiter bench revote: error: {missing[0] / 'results.jsonl'}: no results.jsonl (not a benchmark run "
+              "folder)", file=sys.stderr)
+        return 2
+    data = load_dabench(args.data)
+    for run in args.runs:
+        try:
+            outcome = revote(run, data)
+        except FileNotFoundError as exc:
+            print(f"jupiter bench revote: error: {exc}", file=sys.stderr)
+            return 2
+        if args.json:
+            print(json.dumps(outcome))
+        else:
+            right = outcome["right"]
+            print(f"{run}: {outcome['questions']} questions; right with --vote-key exact {right['exact']}, "
+                  f"format {right['format']} (gained {' '.join(outcome['gained']) or '-'}, lost "
+                  f"{' '.join(outcome['lost']) or '-'}; decided differently: "
+                  f"{' '.join(outcome['decided_differently']) or '-'})")
     return 0
 
 
