@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from value_model.config import ConfigError, ModelConfig
+from value_model.packing import PackedTree
 
 __all__ = [
     "ValueHead",
@@ -193,6 +194,25 @@ class ValueModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         out = self.decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         return self.head(mean_pool(out.last_hidden_state, attention_mask))
+
+    def forward_packed(self, packed: "PackedTree") -> torch.Tensor:
+        """Values [n] of the sequences packed in ``packed`` (``value_model.packing``), each token computed once.
+
+        The same numbers as ``forward`` on each path alone: every token attends to its ancestors only, at its
+        position in its own path, and a path's value pools its own tokens' hidden states.
+        """
+        device = packed.input_ids.device
+        config = self.lm.config
+        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        eager = getattr(text_config, "_attn_implementation", None) == "eager"
+        masks = packed.attention_masks(getattr(text_config, "sliding_window", None),
+                                       dtype=self.lm.dtype if eager else None, device=device)
+        if "sliding_attention" not in (getattr(text_config, "layer_types", None) or ()):
+            masks = masks["full_attention"]  # a model with one kind of layer takes one mask
+        out = self.decoder(input_ids=packed.input_ids, position_ids=packed.position_ids, attention_mask=masks,
+                           use_cache=False)
+        pooled = packed.pool_weights().to(device) @ out.last_hidden_state[0].to(torch.float32)
+        return self.head(pooled)
 
     def encode_prefix(self, tokens: torch.Tensor, start: PrefixState | None = None) -> PrefixState:
         """The backbone's keys and values and summed last hidden states for ``tokens`` [L] (batch of one),

@@ -120,13 +120,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-replay", action="store_true", help="measure the fork backend only")
     parser.add_argument("--no-huge-pages", action="store_true",
                         help="4 KiB pages for the runtime heap (SandboxConfig.huge_pages=False), for comparison")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="a SandboxConfig field of the fork backend, to measure what a guarantee costs per "
+                             "branch (isolation=none: no bubblewrap, no own views; state_cgroups=false: no per-state "
+                             "cgroups); repeatable")
     args = parser.parse_args(argv)
+    overrides = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep or name not in SandboxConfig.__dataclass_fields__:
+            parser.error(f"--set {item!r}: give FIELD=VALUE with a SandboxConfig field")
+        overrides[name] = {"true": True, "false": False}.get(value.lower(), value)
     table = default_data_dir("dabench") / "tables" / TABLE
     if not table.exists():
         raise SystemExit(f"benchmark table not found: {table} (set JUPITER_SHARED)")
     result: dict[str, object] = {"table": TABLE, "k": args.k, "rounds": args.rounds, "depths": list(DEPTHS)}
     result["huge_pages"] = not args.no_huge_pages
-    with Sandbox(SandboxConfig(timeout_s=300, huge_pages=not args.no_huge_pages)) as box:
+    result["settings"] = {k: str(v) for k, v in overrides.items()}
+    with Sandbox(SandboxConfig(timeout_s=300, huge_pages=not args.no_huge_pages, **overrides)) as box:
         result["isolated"] = box.isolation.bwrap
         for d in DEPTHS:
             state = build_path(box, table, d)
