@@ -41,19 +41,27 @@ def test_importing_the_package_loads_no_heavy_backend():
     assert loaded == []
 
 
+def _apply(processors, ids, scores):
+    for processor in processors:
+        scores = processor(ids, scores)
+    return scores
+
+
 def test_sampler_records_raw_logprobs_and_applies_top_p():
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from jupiter.llm.hf_local import _SampleAndRecord
+    from jupiter.llm import SamplingParams
+    from jupiter.llm.hf_local import _RecordLogprobs, sampling_processors
 
-    sampler = _SampleAndRecord(temperature=0.5, top_p=0.6)
+    recorder = _RecordLogprobs()
+    processors = [recorder, *sampling_processors(SamplingParams(temperature=0.5, top_p=0.6))]
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
-    out = sampler(torch.tensor([[9]]), logits.clone())
+    out = _apply(processors, torch.tensor([[9]]), logits.clone())
     # temperature 0.5 sharpens to ~[0.69, 0.25, 0.06, 0.01]; top-p 0.6 keeps only the first token
     assert torch.isfinite(out[0, 0]) and torch.isinf(out[0, 1:]).all()
-    out = sampler(torch.tensor([[9, 1]]), logits.clone())  # token 1 was chosen at step 0
+    _apply(processors, torch.tensor([[9, 1]]), logits.clone())  # token 1 was chosen at step 0
     final = torch.tensor([[9, 1, 2]])  # token 2 chosen at step 1
-    recorded = sampler.finish(final, steps=2)
+    recorded = recorder.finish(final, steps=2)
     expected = torch.log(torch.tensor([[0.3, 0.15]]))
     assert torch.allclose(recorded, expected, atol=1e-5)  # raw model log-probs, not the sharpened ones
 
@@ -61,10 +69,12 @@ def test_sampler_records_raw_logprobs_and_applies_top_p():
 def test_sampler_top_p_keeps_the_token_that_crosses_the_threshold():
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from jupiter.llm.hf_local import _SampleAndRecord
+    from jupiter.llm import SamplingParams
+    from jupiter.llm.hf_local import sampling_processors
 
-    sampler = _SampleAndRecord(temperature=1.0, top_p=0.7)
     logits = torch.log(torch.tensor([[0.1, 0.5, 0.3, 0.1]]))
-    out = sampler(torch.tensor([[0]]), logits)
-    assert torch.isfinite(out[0, 1]) and torch.isfinite(out[0, 2])  # 0.5, then 0.3 crosses 0.7
-    assert torch.isinf(out[0, 0]) and torch.isinf(out[0, 3])
+    for nucleus in ("window", "engine"):  # ours and transformers' own TopPLogitsWarper keep the same tokens
+        out = _apply(sampling_processors(SamplingParams(top_p=0.7), nucleus), torch.tensor([[0]]), logits.clone())
+        assert torch.isfinite(out[0, 1]) and torch.isfinite(out[0, 2])  # 0.5, then 0.3 crosses 0.7
+        assert torch.isinf(out[0, 0]) and torch.isinf(out[0, 3])
+    assert sampling_processors(SamplingParams(temperature=0)) == []  # greedy: no warper at all
