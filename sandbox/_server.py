@@ -585,9 +585,12 @@ class _ViewPlan:
         # venv filled the new tmpfs and the state's memory cgroup, and the state died before its hello)
         self.binds = _mounts_under_tmp(self.mount)
         # not files of the cells: the sandbox folder's mount point, the parent's copy of HOME, the bound folders
+        tops = {b"/tmp/" + os.path.relpath(path, b"/tmp").split(b"/")[0] for path, _ro, _is_dir in self.binds}
         self.skip = (os.path.relpath(self.mount, "/tmp").split("/")[0], _OWN_HOME,
-                     *{os.path.relpath(path, b"/tmp").split(b"/")[0].decode("utf-8", "surrogateescape")
-                       for path, _ro, _is_dir in self.binds})
+                     *{os.path.basename(top).decode("utf-8", "surrogateescape") for top in tops})
+        # the folders made to hold them (``/tmp/checkout`` around ``/tmp/checkout/.venv``) are read-only too, as
+        # bubblewrap's own are: else a cell could write there, into its /tmp, what looks like the checkout's file
+        self.read_only_tops = tuple(sorted(tops - {path for path, _ro, _is_dir in self.binds}))
         self.tmp_options = f"mode=1777,size={int(settings['tmp_mb'])}m".encode()
         self.shm_options = f"mode=1777,size={int(settings['shm_mb'])}m".encode()
 
@@ -620,6 +623,9 @@ def _bind_again(view, sources):
         _mount(b"/proc/self/fd/%d" % fd, path, None, _MS_BIND | _MS_REC)
         if read_only:
             _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    for top in view.read_only_tops:
+        _mount(top, top, None, _MS_BIND | _MS_REC)
+        _mount(None, top, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
 def _enter_own_view(view):

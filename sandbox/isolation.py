@@ -83,8 +83,12 @@ def bwrap_works() -> bool:
         return False
 
 
-def _under(path: Path, parent: Path) -> bool:
-    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(parent))
+def _visible(path: Path, bound: list[Path]) -> bool:
+    """Whether ``path`` already resolves inside the runtime's root: it lies, as written, under a bound folder, and
+    so does what it resolves to (a venv reached through a symlink needs its own bind at the symlink's path)."""
+    real = Path(os.path.realpath(path))
+    return (any(Path(os.path.abspath(path)).is_relative_to(done) for done in bound)
+            and any(real.is_relative_to(os.path.realpath(done)) for done in bound))
 
 
 def plan_isolation(config: SandboxConfig, root_dir: Path, readonly_dirs: tuple[Path, ...]) -> IsolationPlan:
@@ -129,10 +133,10 @@ def plan_isolation(config: SandboxConfig, root_dir: Path, readonly_dirs: tuple[P
     for path in sorted(needed):
         # os.path.exists, not Path.exists: a path through a folder this user cannot enter (an interpreter under
         # another user's home behind a shared venv's symlink) is not there for us, not an error
-        if not os.path.exists(path) or any(_under(path, done) for done in bound):
+        if not os.path.exists(path) or _visible(path, bound):
             continue
         for parent in reversed(path.parents):
-            if parent != Path("/") and parent not in made and not any(_under(parent, done) for done in bound):
+            if parent != Path("/") and parent not in made and not _visible(parent, bound):
                 made.add(parent)
                 cmd += ["--perms", "0755", "--dir", str(parent)]  # else bwrap makes them 0700
         cmd += ["--ro-bind", str(path), str(path)]
