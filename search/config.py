@@ -13,7 +13,7 @@ from typing import Annotated, Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-__all__ = ["Mode", "Decision", "PriorRule", "BackupRule", "SearchConfig", "ConfigError", "describe_errors",
+__all__ = ["Mode", "Decision", "PriorRule", "BackupRule", "VoteKey", "SearchConfig", "fit_context", "ConfigError", "describe_errors",
            "Count", "PositiveCount", "Weight", "Probability", "Seconds", "Flag"]
 
 
@@ -47,6 +47,16 @@ class Decision(str, enum.Enum):
     VOTE = "vote"  # majority over canonical answers, duplicates counted (the paper's reported decision)
     VALUE = "value"  # the candidate with the highest value
     AUTO = "auto"  # VALUE when a value model was given, else VOTE (Jupiter 0.1's default)
+
+
+def fit_context(config: "SearchConfig", window: int | None) -> "SearchConfig":
+    """``config`` with its context budget capped at a policy's window (in-process vLLM: ``max_model_len``).
+
+    Why: a history longer than the engine's window gets no reply, so a path must end (``context_limit``) before
+    it gets there. Unchanged when the window is unknown, no smaller, or leaves no room for a reply."""
+    if window is None or window >= config.context_limit or window <= config.max_tokens:
+        return config
+    return config.replace(context_limit=window)
 
 
 class VoteKey(str, enum.Enum):

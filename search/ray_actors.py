@@ -182,6 +182,10 @@ class PolicyServer:
     def generate(self, histories: list[list[Message]], params: Any) -> list[list[Any]]:
         return self._policy.generate(histories, params)
 
+    def context_window(self) -> int | None:
+        """The longest prompt + reply the policy takes, in tokens (None: no limit known)."""
+        return self._policy.context_window
+
 
 class ValueServer:
     """A shared value scorer behind the ``Value`` protocol: ``evaluate(histories) -> list[float]``."""

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Sequence
 from jupiter.task import Task
 
 from search.checkpoints import CHECKPOINTS, DEFAULT_EVERY_S, TreeCheckpoints
-from search.config import SearchConfig
+from search.config import SearchConfig, fit_context
 from search.ray_actors import (
     PolicyServer,
     SolveFn,
@@ -230,6 +230,8 @@ class _Run:
             log.warning("%d workers requested but the cluster's free CPUs/memory fit %d: the rest wait for "
                         "resources (Ray queues them)", self.count, fits)
         self.policy_handle = self._start_policy(cluster) if shared else None
+        if self.policy_handle is not None:  # a path must end before the engine's window, as a local run's does
+            self.config = fit_context(self.config, ray.get(self.policy_handle.context_window.remote()))
         self.value_handle = self._start_value(value_model) if value_model else None
         self.queue = ray.remote(TaskQueue).options(num_cpus=0, max_restarts=0).remote(
             [(t, self.first_attempt[t.id]) for t in todo])

@@ -118,11 +118,12 @@ def _fit_context(config: Any, policy: BasePolicy) -> Any:
     """Cap the search's context budget at the policy's window when it has one (in-process vLLM: its
     ``max_model_len``). Why: a history longer than the engine's window fails the whole batched call, so a
     path must end (``context_limit``) before it gets there; the policy's ``count_tokens`` measures it."""
-    window = policy.context_window
-    if window is None or window >= config.context_limit or window <= config.max_tokens:
-        return config
-    log.info("context_limit %d -> %d: the policy's context window", config.context_limit, window)
-    return config.replace(context_limit=window)
+    from search.config import fit_context
+
+    fitted = fit_context(config, policy.context_window)
+    if fitted is not config:
+        log.info("context_limit %d -> %d: the policy's context window", config.context_limit, fitted.context_limit)
+    return fitted
 
 
 def _out_dir(args: argparse.Namespace, benchmark: str) -> Path:

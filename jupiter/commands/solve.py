@@ -31,6 +31,7 @@ from jupiter.llm.spec import PolicyChoice, describe_policy
 from jupiter.task import TaskError, load_task_file, load_tasks, read_setup
 from sandbox import Sandbox
 from search import Mode, run_search
+from search.config import fit_context
 from search.checkpoints import CHECKPOINTS, SavedSearch, TreeCheckpoints
 from search.loaders import load_value, sandbox_config
 from search.outputs import write_outputs
@@ -202,6 +203,7 @@ def solve_local(args: argparse.Namespace) -> int:
         return _fail(f"--llm: {exc}")
     llm_backend = describe_policy(policy)  # which backend `default` picked, and why
     print(PolicyChoice(**llm_backend).line(), file=sys.stderr)
+    config = fit_context(config, policy.context_window)  # a path ends before the engine's window
     checkpoints = TreeCheckpoints(out / CHECKPOINTS, args.checkpoint_every, settings=config.to_dict())
     saved = None
     if folder.state is RunFolderState.INTERRUPTED:

@@ -58,7 +58,7 @@ import vllm  # noqa: E402  (after the environment defaults above)
 from jupiter.llm.base import BasePolicy, RequestUsage, child_seeds, prompt_usage  # noqa: E402
 from jupiter.llm.machine_dtype import cpu_dtype  # noqa: E402
 from jupiter.llm.rendering import end_of_turn_ids, render_for_tokenizer, template_by_name  # noqa: E402
-from jupiter.llm.types import Completion, PolicyError, PolicySpecError, SamplingParams  # noqa: E402
+from jupiter.llm.types import Completion, FinishReason, PolicyError, PolicySpecError, SamplingParams  # noqa: E402
 from jupiter.prompts import Message  # noqa: E402
 
 __all__ = ["NUCLEUS_CHOICES", "VllmConfig", "VllmPolicy"]
@@ -265,8 +265,14 @@ class VllmPolicy(BasePolicy):
         prompts: list[str] = []
         sampling: list[vllm.SamplingParams] = []
         owners: list[int] = []  # request → history index
+        outs: list[list[Completion]] = [[] for _ in histories]
         for i, history in enumerate(histories):
             text = self.render(history)
+            length = self._too_long(text)
+            if length is not None:  # the engine refuses it, and its refusal would fail the whole batch
+                outs[i] = [Completion(text="", finish_reason=FinishReason.LENGTH.value, num_tokens=0,
+                                      prompt_tokens=length)] * params.n
+                continue
             if params.seed is None:
                 requests: list[tuple[int | None, int]] = [(None, params.n)]  # (seed, n) per request
             else:  # every history and child its own seed (equal histories diverge)
@@ -276,12 +282,11 @@ class VllmPolicy(BasePolicy):
                 sampling.append(self._sampling(params, n, seed))
                 owners.append(i)
         try:
-            results = self.llm.generate(prompts, sampling, use_tqdm=False)
+            results = self.llm.generate(prompts, sampling, use_tqdm=False) if prompts else []
         except Exception as exc:  # the engine's failure is the backend's: name it, keep the cause chained
             raise PolicyError(
                 f"vllm engine failed on a batch of {len(prompts)} request(s): {type(exc).__name__}: {exc}"
             ) from exc
-        outs: list[list[Completion]] = [[] for _ in histories]
         usage = []
         for owner, result in zip(owners, results):
             length = len(result.prompt_token_ids or ())
@@ -292,6 +297,21 @@ class VllmPolicy(BasePolicy):
         # a seeded history's K requests repeat its prompt: counted once, their cache hits on each other apart
         self._usage.add(requests=len(prompts), **prompt_usage(usage))
         return outs
+
+    def _too_long(self, text: str) -> int | None:
+        """The prompt's token count when the engine cannot take it (not shorter than ``max_model_len``), else
+        None. Such a history gets ``length`` replies with no text (not an answer) instead of failing every
+        history of the batch (a Ray collection lost 42 of 114 trees to one such prompt). Text shorter than the
+        window in characters is shorter in tokens too, so only long texts are tokenized."""
+        limit = self.config.max_model_len
+        if len(text) < limit:
+            return None
+        length = len(self.tokenizer(text)["input_ids"])
+        if length < limit:
+            return None
+        log.warning("a prompt of %d tokens does not fit the engine's window (%d): it gets a cut reply", length,
+                    limit)
+        return length
 
     def _close(self) -> None:
         engine = getattr(self.llm, "llm_engine", None)

@@ -87,3 +87,13 @@ def test_solve_server_sends_job_settings_and_refuses_what_the_server_decides():
     args = parser.parse_args(["solve", "task.json", "--server", "http://127.0.0.1:9", "--cell-timeout", "5"])
     with pytest.raises(TaskError, match="--cell-timeout: chosen by the server"):
         run_remote(args)
+
+
+def test_the_search_budget_is_capped_at_the_policy_window():
+    from search import SearchConfig
+    from search.config import fit_context
+
+    config = SearchConfig(max_tokens=384)
+    assert fit_context(config, 4096).context_limit == 4096
+    assert fit_context(config, None) is config and fit_context(config, 100_000) is config
+    assert fit_context(config, 300) is config  # no room for a reply: left alone (the engine cuts it)
