@@ -48,6 +48,7 @@ def test_the_tree_packs_into_a_fraction_of_the_per_path_tokens(model_and_paths):
     assert packed.tokens <= 0.3 * sum(map(len, paths))
 
 
+@pytest.mark.slow  # 15 paths of up to 1,000+ tokens through the backbone in fp32, one by one: a minute here
 def test_packed_values_and_features_equal_the_per_path_computation(model_and_paths):
     model, paths = model_and_paths
     packed = pack_sequences(paths)
