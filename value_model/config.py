@@ -130,7 +130,8 @@ class TrainConfig:
 
     The defaults are the paper's (``TRAIN_PROFILES["paper"]``); one optimizer step sees
     ``batch_size * grad_accumulation`` paths, and a run makes ``epochs * ceil(batches / grad_accumulation)``
-    steps (``value_model.train.training_schedule``).
+    steps (``value_model.train.training_schedule``). With ``packing``, a batch is a pack of one tree's paths
+    instead (as many as fit ``pack_tokens``), so a run over trees makes fewer, larger steps.
     """
 
     epochs: int = 3  # paper: 3 epochs (reference code: num_train_epochs=3)
@@ -149,12 +150,17 @@ class TrainConfig:
     device: str | None = None  # "cpu", "cuda", "cuda:1", ...; None picks cuda when available
     progress: bool = True  # tqdm bar on stderr
     max_steps: int = 0  # stop after this many optimizer steps (0: no limit; for smoke tests)
+    packing: bool = True  # ours: train the samples of one tree as packs (value_model.packing), each shared token
+    # computed once; samples without a tree (no ``sources``) or cut by the token budget go per path
+    pack_tokens: int = DEFAULT_MAX_TOKENS  # ours: token budget of one pack (the paper's 8,000-token path budget)
 
     def __post_init__(self) -> None:
         owner = "TrainConfig"
         for name in ("epochs", "batch_size", "grad_accumulation"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value > 0, owner, name, f"must be a positive int, got {value!r}")
+        _check(isinstance(self.pack_tokens, int) and self.pack_tokens >= 32, owner, "pack_tokens",
+               f"must be an int >= 32, got {self.pack_tokens!r}")
         for name in ("checkpoint_every", "max_steps", "warmup_steps"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 0, owner, name, f"must be an int >= 0, got {value!r}")
@@ -198,6 +204,7 @@ TRAIN_SOURCES: dict[str, str] = {
     "warmup_steps": "paper (100 warm-up steps, linear); " + _REF_TRAINER + ": warmup_steps=100",
     "max_grad_norm": "paper (clipping 1.0); " + _REF_TRAINER + ": max_grad_norm=1.0",
     "gradient_checkpointing": _REF_TRAINER + ": gradient_checkpointing=True",
+    "pack_tokens": "ours: the paper's 8,000-token budget of one path, as the budget of one tree pack",
 }
 
 

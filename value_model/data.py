@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
+from jupiter.prompts import render_prompt
 from value_model.config import ModelConfig
 from value_model.extract import Sample
 from value_model.truncate import prepare_path
@@ -30,13 +31,21 @@ _GROUP_CHUNK_BATCHES = 50
 class EncodedSample:
     input_ids: tuple[int, ...]
     value: float
+    truncated: bool = False  # ``prepare_path`` cut the path to fit the budget: it no longer extends its ancestors
 
 
 def encode_samples(samples: Sequence[Sample], tokenizer: Any, config: ModelConfig) -> list[EncodedSample]:
-    """Encode each sample's messages with ``prepare_path`` (the same truncation the scorer uses)."""
+    """Encode each sample's messages with ``prepare_path`` (the same truncation the scorer uses).
+
+    A path is truncated exactly when the text ``prepare_path`` rendered differs from the whole path's (it leaves
+    a path that fits untouched, and cuts tokens only after cutting text)."""
     template = config.template.template()
-    return [EncodedSample(prepare_path(s.messages, tokenizer, config.max_tokens, template).input_ids, s.value)
-            for s in samples]
+    out = []
+    for sample in samples:
+        prepared = prepare_path(sample.messages, tokenizer, config.max_tokens, template)
+        truncated = prepared.text != render_prompt(sample.messages, template)
+        out.append(EncodedSample(prepared.input_ids, sample.value, truncated))
+    return out
 
 
 def sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

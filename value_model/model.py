@@ -132,8 +132,12 @@ class ValueHead(nn.Module):
         nn.init.zeros_(self.linear.bias)
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        """pooled: [batch, hidden] → values [batch] in (-1, 1), fp32."""
-        features = pooled.float()
+        """pooled: [batch, hidden] → values [batch] in (-1, 1), fp32 (also under a bf16 autocast, as
+        ``Trainer`` runs a GPU model: the head and its centering stay in full precision)."""
+        with _full_precision(pooled):
+            return self._forward(pooled.float())
+
+    def _forward(self, features: torch.Tensor) -> torch.Tensor:
         if self.training:
             with torch.no_grad():  # exact mean over the first batches, then an exponential moving average
                 rate = max(self.center_momentum, 1.0 / (float(self.center_updates) + 1.0))
@@ -148,11 +152,17 @@ def _cache_nbytes(cache: Any) -> int:
                if t is not None)
 
 
+def _full_precision(tensor: torch.Tensor) -> Any:
+    """Autocast off on ``tensor``'s device: pooling and the head run in fp32 even inside a mixed-precision step."""
+    return torch.autocast(device_type=tensor.device.type, enabled=False)
+
+
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``hidden`` [B, T, H] over the real tokens (mask 1) → [B, H] in fp32 (padding never counts)."""
-    mask = attention_mask.to(torch.float32).unsqueeze(-1)
-    summed = (hidden.to(torch.float32) * mask).sum(dim=1)
-    return summed / mask.sum(dim=1).clamp(min=1.0)
+    with _full_precision(hidden):
+        mask = attention_mask.to(torch.float32).unsqueeze(-1)
+        summed = (hidden.to(torch.float32) * mask).sum(dim=1)
+        return summed / mask.sum(dim=1).clamp(min=1.0)
 
 
 @dataclass(frozen=True)
@@ -211,7 +221,9 @@ class ValueModel(nn.Module):
             masks = masks["full_attention"]  # a model with one kind of layer takes one mask
         out = self.decoder(input_ids=packed.input_ids, position_ids=packed.position_ids, attention_mask=masks,
                            use_cache=False)
-        pooled = packed.pool_weights().to(device) @ out.last_hidden_state[0].to(torch.float32)
+        hidden = out.last_hidden_state[0]
+        with _full_precision(hidden):  # a bf16 autocast would run this matmul in bf16
+            pooled = packed.pool_weights().to(device) @ hidden.to(torch.float32)
         return self.head(pooled)
 
     def encode_prefix(self, tokens: torch.Tensor, start: PrefixState | None = None) -> PrefixState:

@@ -45,6 +45,14 @@ class PackedTree:
     ends: torch.Tensor
     lengths: torch.Tensor
 
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "PackedTree":
+        """The tokens and positions on ``device`` (what the model reads); the trie bookkeeping (parents, ends,
+        lengths) stays on the CPU, where the masks and pooling weights are built. The signature of
+        ``Tensor.to``, so that a data loader moving a batch to the device moves a pack too."""
+        return PackedTree(self.input_ids.to(device, non_blocking=non_blocking),
+                          self.position_ids.to(device, non_blocking=non_blocking), self.parents, self.ends,
+                          self.lengths)
+
     @property
     def tokens(self) -> int:
         """Tokens computed for the tree (against ``int(lengths.sum())`` per path)."""
