@@ -41,6 +41,7 @@ __all__ = [
     "train_value_model",
     "TrainResult",
     "EpochMetrics",
+    "TrainingInterrupted",
 ]
 
 _LAZY = {
@@ -51,6 +52,7 @@ _LAZY = {
     "train_value_model": "value_model.train",
     "TrainResult": "value_model.train",
     "EpochMetrics": "value_model.train",
+    "TrainingInterrupted": "value_model.train",
 }
 
 

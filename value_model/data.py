@@ -21,7 +21,7 @@ from value_model.config import ModelConfig
 from value_model.extract import Sample
 from value_model.truncate import prepare_path
 
-__all__ = ["EncodedSample", "encode_samples", "length_grouped_batches", "sorted_batches", "collate"]
+__all__ = ["EncodedSample", "encode_samples", "length_grouped_batches", "sorted_batches", "collate", "common_prefix"]
 
 #: Training shuffles, then sorts by length inside chunks of this many batches.
 _GROUP_CHUNK_BATCHES = 50
@@ -96,7 +96,7 @@ def shared_prefix_groups(sequences: Sequence[Sequence[int]], max_group: int, min
     """
     order = sorted(range(len(sequences)), key=lambda i: list(sequences[i]))
     lengths = [len(sequences[i]) for i in order]
-    common = [_common_prefix(sequences[a], sequences[b]) for a, b in zip(order, order[1:])]
+    common = [common_prefix(sequences[a], sequences[b]) for a, b in zip(order, order[1:])]
     best = [0] * (len(order) + 1)  # best[i]: fewest tokens for the first i sequences of ``order``
     split: list[tuple[int, int]] = [(0, 0)] * (len(order) + 1)  # (start of the last run, its shared prefix)
     for end in range(1, len(order) + 1):
@@ -122,7 +122,8 @@ def shared_prefix_groups(sequences: Sequence[Sequence[int]], max_group: int, min
     return groups[::-1], rest[::-1]
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many tokens two sequences share from their start."""
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:

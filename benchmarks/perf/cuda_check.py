@@ -237,7 +237,7 @@ def check_value_train(work: Path, model: Path, samples: Path, device: str) -> di
                        "--warmup-steps", "0", "--epochs", "1", "--seed", "0")
 
     def at_step_2(out: Path) -> Callable[[], bool]:
-        return lambda: (latest_checkpoint(out) or Path("step-0")).name == "step-000002"
+        return lambda: (latest_checkpoint(out) or Path("checkpoint-0")).name == "checkpoint-2"
 
     straight, resumed, control = work / "value-straight", work / "value", work / "value-control"
     whole = run(command(straight), "value train (4 steps straight)")
@@ -249,7 +249,8 @@ def check_value_train(work: Path, model: Path, samples: Path, device: str) -> di
     if device != "cpu" and all(reports):
         # control: the same stop and resume with the GPU's RNG state left out of the restore (what a resume
         # did before checkpoints kept it): how far dropout's other masks move the weights
-        patched = ("import sys, value_model.train as t; t._restore_device_rng_state = lambda *a: None; "
+        # (Trainer restores every RNG from the checkpoint's rng_state.pth: the control skips that restore)
+        patched = ("import sys, transformers; transformers.Trainer._load_rng_state = lambda *a: None; "
                    "from jupiter.cli import main; sys.exit(main(sys.argv[1:]))")
         run_until_checkpoint(command(control), at_step_2(control), signal.SIGKILL, "control (killed)")
         redo = run([sys.executable, "-c", patched, *command(control)[3:]], "control (resumed without GPU RNG)")

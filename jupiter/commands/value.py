@@ -81,10 +81,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     tr.add_argument("--checkpoint-every", type=int, default=None, help="optimizer steps between checkpoints")
     tr.add_argument("--max-steps", type=int, default=None)
     tr.add_argument("--no-gradient-checkpointing", action="store_true")
+    tr.add_argument("--no-packing", action="store_true",
+                    help="train every path on its own instead of a tree's paths as packs (each shared token once)")
+    tr.add_argument("--pack-tokens", type=int, default=None,
+                    help=per_profile("token budget of one tree pack", "pack_tokens"))
     tr.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     tr.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
     tr.add_argument("--seed", type=int, default=None)
-    tr.set_defaults(handler=run_train)
+    tr.set_defaults(handler=run_train, interrupted_note="rerun the same command to resume from the last checkpoint")
 
     sc = inner.add_parser("score", help="score states (JSONL of {messages: [...]}) with a trained model",
                           formatter_class=HelpFormatter)
@@ -101,6 +105,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 #: config fields whose flag is not ``--`` + the field name with dashes
 _IRREGULAR_FLAGS = {"grad_accumulation": "--grad-accum", "learning_rate": "--lr", "head_learning_rate": "--head-lr",
                     "gradient_checkpointing": "--no-gradient-checkpointing", "backbone": "--base",
+                    "packing": "--no-packing",
                     "max_correct": "--max-correct", "max_wrong": "--max-wrong"}
 
 
@@ -135,7 +140,8 @@ def _train_config(args: argparse.Namespace):
         learning_rate=args.lr, head_learning_rate=args.head_lr, weight_decay=args.weight_decay,
         warmup_steps=args.warmup_steps, max_grad_norm=args.max_grad_norm, eval_fraction=args.eval_fraction,
         gradient_checkpointing=False if args.no_gradient_checkpointing else None,
-        checkpoint_every=args.checkpoint_every, max_steps=args.max_steps, seed=args.seed, device=args.device)
+        checkpoint_every=args.checkpoint_every, max_steps=args.max_steps, seed=args.seed, device=args.device,
+        packing=False if args.no_packing else None, pack_tokens=args.pack_tokens)
 
 
 def _print_config(args: argparse.Namespace, train_config) -> int:
@@ -161,14 +167,18 @@ def run_train(args: argparse.Namespace) -> int:
         samples = read_samples(args.samples)
     except (ConfigError, ExtractError) as exc:
         return _fail(str(exc))
+    from jupiter.console_log import EXIT_INTERRUPTED
     from value_model.model import ModelLoadError, resolve_backbone
-    from value_model.train import train_value_model
+    from value_model.train import TrainingInterrupted, train_value_model
 
     try:
         model_config = ModelConfig(backbone=resolve_backbone(args.base), lora_r=args.lora_r,
                                    lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
                                    max_tokens=args.max_tokens, template=args.template)
         result = train_value_model(samples, model_config, train_config, args.out, resume=not args.no_resume)
+    except TrainingInterrupted as exc:
+        print(f"jupiter: interrupted; {exc}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (ConfigError, ModelLoadError, ValueError, FloatingPointError) as exc:
         return _fail(str(exc))
     last = result.history[-1]
@@ -176,7 +186,10 @@ def run_train(args: argparse.Namespace) -> int:
                       "train_samples": result.train_samples, "eval_samples": result.eval_samples,
                       "resumed_from": result.resumed_from, "eval_mse": last.eval_mse,
                       "eval_spearman": last.eval_spearman,
-                      "initial_eval_mse": result.history[0].eval_mse}))
+                      "initial_eval_mse": result.history[0].eval_mse,
+                      "epochs": [{"epoch": e.epoch, "tokens_computed": e.tokens_computed,
+                                  "tokens_per_path": e.tokens_per_path, "seconds": e.seconds}
+                                 for e in result.epochs]}))
     return 0
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any, Callable, Sequence
 from jupiter.sft.config import Dtype, SftConfig
 from jupiter.sft.data import IGNORE, EncodeReport, encode_all, file_sha256, read_sharegpt
 from jupiter.sft.device import DeviceError, parse_device, pin_training_device
+from jupiter.sft.stopping import StopFlag, stop_callback
 
 __all__ = ["SftError", "SftInterrupted", "SftRequest", "SftResult", "resolve_base", "train_sft",
            "latest_checkpoint", "TRAINING_FILE", "RUN_FILE", "CHECKPOINTS"]
@@ -178,34 +178,6 @@ def _check_out(request: SftRequest, data_hash: str) -> Path | None:
     return checkpoint
 
 
-class _StopFlag:
-    """Set by SIGINT/SIGTERM; the trainer callback stops after the current optimizer step and saves."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-
-    def install(self) -> Callable[[], None]:
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-
-        def handler(signum: int, frame: Any) -> None:
-            if self.signal is not None and signum == signal.SIGINT:
-                raise KeyboardInterrupt  # a second Ctrl-C: stop now, without a checkpoint
-            self.signal = signum
-            log.warning("%s: stopping after this optimizer step and saving a checkpoint (Ctrl-C again to stop "
-                        "at once, without one)", signal.Signals(signum).name)
-
-        for sig in previous:
-            signal.signal(sig, handler)
-
-        def restore() -> None:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
-
-        return restore
-
-
 def _collate(pad_id: int) -> Callable[[Sequence[dict[str, list[int]]]], dict[str, Any]]:
     """Right-pads a batch to its longest sample (labels padded with IGNORE, attention mask 0)."""
     import torch
@@ -274,19 +246,6 @@ def _trainer_class() -> type:
             return (loss, {}) if return_outputs else loss
 
     return SftTrainer
-
-
-def _stop_callback(flag: _StopFlag) -> Any:
-    from transformers import TrainerCallback
-
-    class StopOnSignal(TrainerCallback):
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-            if flag.signal is not None:
-                control.should_save = True
-                control.should_training_stop = True
-            return control
-
-    return StopOnSignal()
 
 
 def build_model(base_dir: Path, config: SftConfig, device: str, init_adapter: Path | None = None) -> Any:
@@ -381,10 +340,10 @@ def train_sft(request: SftRequest) -> SftResult:
     model = build_model(base_dir, request.config, device, request.init_adapter)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     dataset = [{"input_ids": list(s.input_ids), "labels": list(s.labels)} for s in samples]
-    flag = _StopFlag()
+    flag = StopFlag("SFT")
     trainer = _trainer_class()(model=model, args=_training_args(request), train_dataset=dataset,
                                data_collator=_collate(pad_id), processing_class=tokenizer,
-                               callbacks=[_stop_callback(flag)], where_loss=request.config.logits_where_loss)
+                               callbacks=[stop_callback(flag)], where_loss=request.config.logits_where_loss)
     if resume_from is not None:
         log.warning("resuming from %s", resume_from)
     restore = flag.install()

@@ -47,7 +47,10 @@ def test_train_then_score_end_to_end(tmp_path: Path, capsys, backbone: str) -> N
                  "--batch-size", "2", "--grad-accum", "1", "--max-tokens", "128", "--eval-fraction", "0",
                  "--device", "cpu"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert report["steps"] == 2
+    # the tree's 4 paths are one pack (tree packing is the default): one batch, one optimizer step per epoch
+    assert report["steps"] == 1
+    [epoch] = report["epochs"]
+    assert 0 < epoch["tokens_computed"] < epoch["tokens_per_path"] and epoch["seconds"] > 0
     scores = tmp_path / "scores.jsonl"
     assert main(["value", "score", str(model), str(samples), "-o", str(scores), "--device", "cpu"]) == 0
     rows = [json.loads(line) for line in scores.read_text().splitlines()]

@@ -60,8 +60,9 @@ def test_paper_defaults_give_the_papers_number_of_optimizer_steps() -> None:
     schedule = training_schedule(1000, TrainConfig())
     assert (schedule.steps_per_epoch, schedule.total_steps, schedule.warmup_steps) == (250, 750, 100)
     factors = [lr_factor(s, 100, 750) for s in range(750)]
-    assert factors[0] == 0.01 and factors[99] == 1.0 and factors[100] == 1.0
-    assert all(a < b for a, b in zip(factors[:100], factors[1:100]))  # linear warm-up
+    # Trainer's linear schedule (the reference code's): the warm-up starts at 0 and reaches the peak at step 100
+    assert factors[0] == 0.0 and factors[1] == 0.01 and factors[99] == 0.99 and factors[100] == 1.0
+    assert all(a < b for a, b in zip(factors[:100], factors[1:101]))  # linear warm-up
     assert all(a > b for a, b in zip(factors[100:], factors[101:])) and factors[-1] == 1 / 650  # linear decay
 
 
@@ -91,3 +92,26 @@ def test_cli_prints_the_resolved_training_config(capsys) -> None:
     assert main(["value", "train", "--print-config", "--profile", "paper", "--grad-accum", "4",
                  "--batch-size", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["train"]["grad_accumulation"] == 4
+    assert main(["value", "train", "--print-config", "--no-packing", "--pack-tokens", "4000"]) == 0
+    train = json.loads(capsys.readouterr().out)["train"]
+    assert (train["packing"], train["pack_tokens"]) == (False, 4000)
+    assert main(["value", "train", "--print-config", "--pack-tokens", "8"]) == 2
+    assert "--pack-tokens" in capsys.readouterr().err
+
+
+def test_lr_factor_is_trainers_linear_schedule() -> None:
+    """``lr_factor`` documents the schedule ``Trainer`` runs (``lr_scheduler_type="linear"``): the same numbers."""
+    torch = pytest.importorskip("torch")
+    from transformers import get_linear_schedule_with_warmup
+
+    from value_model.train import lr_factor
+
+    for warmup, total in ((100, 750), (2, 6), (0, 5), (10, 4)):
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total)
+        rates = []
+        for _ in range(total):
+            rates.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            scheduler.step()
+        assert rates == pytest.approx([lr_factor(s, warmup, total) for s in range(total)])

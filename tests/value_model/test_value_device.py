@@ -1,16 +1,17 @@
 """The value model's device handling that a CPU machine can check: a GPU asked for where there is none fails
-with the device named, and a checkpoint of a model on a GPU carries that GPU's RNG state back on resume."""
+with the device named, in scoring and in training.
+
+(The GPU's RNG state in checkpoints is ``Trainer``'s now: ``_save_rng_state`` / ``_load_rng_state`` keep and put
+back the CUDA generator next to the CPU's, so the tests of the hand-written loop's own copy of it are gone.)
+"""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from value_model.model import ModelLoadError, pick_device  # noqa: E402
-from value_model import train as value_train  # noqa: E402
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
@@ -27,23 +28,12 @@ def test_a_malformed_device_is_a_load_error():
         pick_device("gpu0")
 
 
-def _model_on(device: str) -> SimpleNamespace:
-    return SimpleNamespace(head=SimpleNamespace(linear=SimpleNamespace(weight=SimpleNamespace(
-        device=torch.device(device)))))
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_training_on_a_gpu_where_there_is_none_fails_naming_it_and_cpu_or_none_train_on_the_cpu():
+    from value_model.train import training_device
 
-
-def test_a_gpu_models_checkpoint_keeps_the_gpus_rng_state_and_resume_restores_it(monkeypatch):
-    calls = []
-    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device: torch.tensor([7, 8], dtype=torch.uint8))
-    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: calls.append((state.tolist(), device)))
-    state = value_train._device_rng_state(_model_on("cuda:0"))
-    assert state["cuda_rng"].tolist() == [7, 8]
-    value_train._restore_device_rng_state(_model_on("cuda:0"), {"torch_rng": None, **state})
-    assert calls == [([7, 8], torch.device("cuda:0"))]
-
-
-def test_a_cpu_model_keeps_no_gpu_rng_state_and_ignores_one_in_a_checkpoint(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda *a: pytest.fail("no GPU RNG on a CPU model"))
-    assert value_train._device_rng_state(_model_on("cpu")) == {}
-    value_train._restore_device_rng_state(_model_on("cpu"), {"cuda_rng": torch.tensor([1], dtype=torch.uint8)})
-    value_train._restore_device_rng_state(_model_on("cuda:0"), {"torch_rng": None})  # written on a CPU
+    with pytest.raises(ModelLoadError, match="device cuda:0: no such CUDA device"):
+        training_device("cuda:0")
+    with pytest.raises(ModelLoadError, match="device 'gpu0'"):
+        training_device("gpu0")
+    assert training_device("cpu").type == "cpu" and training_device(None).type == "cpu"

@@ -250,10 +250,10 @@ def test_training_resumes_from_its_checkpoint(backbone: str, tmp_path: Path) -> 
     out = tmp_path / "run"
     settings = dict(batch_size=1, gradient_checkpointing=False, checkpoint_every=1)
     first = train_value_model(_samples(), config, _train_config(max_steps=1, **settings), out)
-    assert first.steps == 1 and latest_checkpoint(out).name == "step-000001"
+    assert first.steps == 1 and latest_checkpoint(out).name == "checkpoint-1"
     second = train_value_model(_samples(), config, _train_config(max_steps=3, **settings), out)
     assert second.resumed_from == 1 and second.steps == 3
-    assert latest_checkpoint(out).name == "step-000003"
+    assert latest_checkpoint(out).name == "checkpoint-3"
     epochs = [entry["epoch"] for entry in json.loads((out / "metrics.json").read_text())["history"]]
     assert epochs == sorted(set(epochs))  # the epoch the first run stopped in is recorded once, after the resume
 
@@ -297,8 +297,9 @@ def _tiny_value_model(config: ModelConfig):
 
 def test_the_trainer_applies_steps_warmup_decay_clipping_and_weight_decay(backbone: str, tmp_path: Path,
                                                                          monkeypatch) -> None:
-    """Optimizer steps = epochs x ceil(batches / accumulation); the LR warms up linearly over
-    ``warmup_steps`` and decays linearly; every step clips at ``max_grad_norm``; AdamW decays the matrices."""
+    """Optimizer steps = epochs x ceil(batches / accumulation); the LR warms up linearly from 0 over
+    ``warmup_steps`` (Trainer's ``linear`` schedule, as the reference code's Trainer) and decays linearly; every
+    step clips at ``max_grad_norm``; AdamW decays the matrices."""
     from value_model.train import lr_factor, train_value_model, training_schedule
 
     clips: list[float] = []
@@ -320,12 +321,13 @@ def test_the_trainer_applies_steps_warmup_decay_clipping_and_weight_decay(backbo
     assert result.steps == 6 and len(result.learning_rates) == 6
     expected = [1e-3 * lr_factor(s, 2, 6) for s in range(6)]
     assert result.learning_rates == pytest.approx(expected)
-    assert result.learning_rates == pytest.approx([5e-4, 1e-3, 1e-3, 7.5e-4, 5e-4, 2.5e-4])
+    assert result.learning_rates == pytest.approx([0.0, 5e-4, 1e-3, 7.5e-4, 5e-4, 2.5e-4])
     assert clips == [0.5] * 6 and len(result.grad_norms) == 6
-    state = torch.load(out / "checkpoints" / "step-000006" / "trainer_state.pt", weights_only=False)
-    decays = sorted(g["weight_decay"] for g in state["optimizer"]["param_groups"])
+    checkpoint = out / "checkpoints" / "checkpoint-6"  # Trainer's checkpoint files
+    optimizer = torch.load(checkpoint / "optimizer.pt", weights_only=False)
+    decays = sorted(g["weight_decay"] for g in optimizer["param_groups"])
     assert decays[-1] == 0.01 and decays[0] == 0.0  # matrices decayed (LoRA and head), biases not
-    assert state["scheduler"]["last_epoch"] == 6
+    assert torch.load(checkpoint / "scheduler.pt", weights_only=False)["last_epoch"] == 6
 
 
 def test_a_non_finite_value_comes_out_as_nan_and_is_not_cached(scorer, monkeypatch) -> None:
