@@ -46,7 +46,7 @@ from jupiter.serve.events import Event, EventHub, EventType, node_events_from_tr
 from jupiter.serve.jobs import (JobPaths, JobSpec, SubmissionError, as_job_task, check_file_name,
                                 effective_settings, job_paths, load_job_task, parse_settings, parse_task_json,
                                 search_config)
-from jupiter.serve.metrics import MetricsSnapshot, cache_hit_rate, render_metrics
+from jupiter.serve.metrics import MetricsSnapshot, cache_hit_rate, content_type, render_metrics
 from jupiter.serve.scheduler import Scheduler
 from jupiter.serve.store import JobRecord, JobStatus, JobStore
 from jupiter.serve.timing import ServerTiming
@@ -370,7 +370,7 @@ def _routes(app: FastAPI) -> None:
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
     async def metrics(request: Request) -> PlainTextResponse:
         snapshot = await asyncio.to_thread(_server(request).metrics)
-        return PlainTextResponse(render_metrics(snapshot), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return PlainTextResponse(render_metrics(snapshot), media_type=content_type())
 
     @app.get("/static/tree_view.js", include_in_schema=False)
     async def tree_viewer() -> FileResponse:

@@ -1,4 +1,4 @@
-"""``GET /metrics``: the server's gauges and counters in the Prometheus text format (version 0.0.4).
+"""``GET /metrics``: the server's gauges and counters in the Prometheus text format, written by ``prometheus_client``.
 
 Rates (nodes and tokens per second) are averaged over the last minute of driver steps, so a scrape every 15 s
 sees a smooth number and an idle server reads 0.
@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-__all__ = ["RateMeter", "MetricsSnapshot", "render_metrics", "cache_hit_rate"]
+__all__ = ["RateMeter", "MetricsSnapshot", "render_metrics", "content_type", "cache_hit_rate"]
 
 
 class RateMeter:
@@ -54,44 +54,59 @@ class MetricsSnapshot:
     failures_by_type: Mapping[str, int]
 
 
-def _number(value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "NaN"
-    if isinstance(value, float) and math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if isinstance(value, float) else str(int(value))
+def _families(snapshot: MetricsSnapshot) -> list[Any]:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    s = snapshot
+
+    def gauge(name: str, help_: str, value: float) -> Any:
+        return GaugeMetricFamily(name, help_, value=value)
+
+    jobs = GaugeMetricFamily("jupiter_jobs_total", "Jobs in the database by status.", labels=["status"])
+    for status, count in sorted(s.jobs_by_status.items()):
+        jobs.add_metric([status], count)
+    failures = CounterMetricFamily("jupiter_failures", "Failures since start, by type.", labels=["type"])
+    for kind, count in sorted(s.failures_by_type.items()):
+        failures.add_metric([kind], count)  # exposed as jupiter_failures_total{type=...}
+    hit_rate = float("nan") if s.prefix_cache_hit_rate is None else float(s.prefix_cache_hit_rate)
+    return [
+        gauge("jupiter_queue_length", "Jobs waiting to start.", s.queue_length),
+        gauge("jupiter_running_trees", "Search trees in progress.", s.running_trees),
+        jobs,
+        gauge("jupiter_nodes_per_second", "Tree nodes added per second (last minute).", float(s.nodes_per_second)),
+        gauge("jupiter_tokens_per_second", "Model tokens per second (last minute).", float(s.tokens_per_second)),
+        gauge("jupiter_prefix_cache_hit_rate",
+              "Share of prompt tokens served from the model's prefix cache (NaN when unknown).", hit_rate),
+        gauge("jupiter_sandbox_states", "Live notebook states over all sandboxes.", s.sandbox_states),
+        failures,
+    ]
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class _SnapshotCollector:
+    """A ``prometheus_client`` custom collector over one snapshot (the documented way to expose values that live
+    elsewhere: the store, the scheduler, the policy)."""
 
+    def __init__(self, snapshot: MetricsSnapshot) -> None:
+        self.snapshot = snapshot
 
-def _metric(name: str, kind: str, help_: str, samples: Iterable[tuple[str, float | None]]) -> list[str]:
-    lines = [f"# HELP {name} {help_}", f"# TYPE {name} {kind}"]
-    lines += [f"{name}{labels} {_number(value)}" for labels, value in samples]
-    return lines
+    def collect(self) -> Iterable[Any]:
+        return _families(self.snapshot)
 
 
 def render_metrics(snapshot: MetricsSnapshot) -> str:
-    """The exposition text (ends with a newline)."""
-    s = snapshot
-    lines: list[str] = []
-    lines += _metric("jupiter_queue_length", "gauge", "Jobs waiting to start.", [("", s.queue_length)])
-    lines += _metric("jupiter_running_trees", "gauge", "Search trees in progress.", [("", s.running_trees)])
-    lines += _metric("jupiter_jobs_total", "gauge", "Jobs in the database by status.",
-                     [(f'{{status="{_label(k)}"}}', v) for k, v in sorted(s.jobs_by_status.items())])
-    lines += _metric("jupiter_nodes_per_second", "gauge", "Tree nodes added per second (last minute).",
-                     [("", float(s.nodes_per_second))])
-    lines += _metric("jupiter_tokens_per_second", "gauge", "Model tokens per second (last minute).",
-                     [("", float(s.tokens_per_second))])
-    lines += _metric("jupiter_prefix_cache_hit_rate", "gauge",
-                     "Share of prompt tokens served from the model's prefix cache (NaN when unknown).",
-                     [("", float("nan") if s.prefix_cache_hit_rate is None else float(s.prefix_cache_hit_rate))])
-    lines += _metric("jupiter_sandbox_states", "gauge", "Live notebook states over all sandboxes.",
-                     [("", s.sandbox_states)])
-    lines += _metric("jupiter_failures_total", "counter", "Failures since start, by type.",
-                     [(f'{{type="{_label(k)}"}}', v) for k, v in sorted(s.failures_by_type.items())])
-    return "\n".join(lines) + "\n"
+    """The exposition text (Prometheus text format 0.0.4, by ``prometheus_client``; ends with a newline)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_SnapshotCollector(snapshot))
+    return generate_latest(registry).decode("utf-8")
+
+
+def content_type() -> str:
+    """The response's content type: the text format ``generate_latest`` writes (0.0.4)."""
+    from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+    return CONTENT_TYPE_PLAIN_0_0_4
 
 
 def cache_hit_rate(policy: Any) -> float | None:

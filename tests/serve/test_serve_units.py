@@ -161,11 +161,17 @@ def test_metrics_render_and_rates():
     nodes, tokens = meter.rates()
     assert nodes > 0 and tokens > nodes
     text = render_metrics(MetricsSnapshot(2, 1, {"done": 3, "queued": 2}, 1.5, 20.0, None, 4, {"job": 1}))
-    assert "jupiter_queue_length 2\n" in text and 'jupiter_jobs_total{status="done"} 3' in text
-    assert "jupiter_prefix_cache_hit_rate NaN" in text and 'jupiter_failures_total{type="job"} 1' in text
     assert text.endswith("\n")
-    line = next(l for l in text.splitlines() if l.startswith("jupiter_prefix_cache_hit_rate "))
-    assert math.isnan(float(line.split()[1]))
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples[("jupiter_queue_length", ())] == 2 and samples[("jupiter_running_trees", ())] == 1
+    assert samples[("jupiter_jobs_total", (("status", "done"),))] == 3
+    assert samples[("jupiter_jobs_total", (("status", "queued"),))] == 2
+    assert samples[("jupiter_nodes_per_second", ())] == 1.5 and samples[("jupiter_sandbox_states", ())] == 4
+    assert samples[("jupiter_failures_total", (("type", "job"),))] == 1
+    assert math.isnan(samples[("jupiter_prefix_cache_hit_rate", ())])
 
 
 class _Recording:
