@@ -46,7 +46,7 @@ class Decision(str, enum.Enum):
 
     VOTE = "vote"  # majority over canonical answers, duplicates counted (the paper's reported decision)
     VALUE = "value"  # the candidate with the highest value
-    AUTO = "auto"  # VALUE when a value model was given, else VOTE (Jupiter 0.1's default)
+    AUTO = "auto"  # VALUE when a value model was given, else VOTE
 
 
 def fit_context(config: "SearchConfig", window: int | None) -> "SearchConfig":
@@ -76,7 +76,7 @@ class PriorRule(str, enum.Enum):
     """How a reply's PUCT prior P comes from its mean token log-probability.
 
     EXP: ``exp(mean log-prob)``, not normalised over siblings (the authors' reference code);
-    SOFTMAX: softmax over the siblings' mean log-probs (Jupiter 0.1; about 2.5x less exploration at K=3);
+    SOFTMAX: softmax over the siblings' mean log-probs (about 2.5x less exploration at K=3);
     UNIFORM: 1/K whatever the log-probs say.
     Without log-probs every rule falls back to 1/K.
     """
@@ -92,7 +92,7 @@ class BackupRule(str, enum.Enum):
     EXPANSION: every child with a value of its own (a reward, a failure, a value-model estimate) is backed up
     from itself; live children with no estimate are not, and the expanded node gets ONE back-up of 0 for them
     (the authors' reference code: intermediate Q targets are not diluted by K zero visits);
-    PER_CHILD: every new child is backed up from itself, live ones with 0 (Jupiter 0.1).
+    PER_CHILD: every new child is backed up from itself, live ones with 0.
     """
 
     EXPANSION = "expansion"

@@ -3,9 +3,7 @@
 A profile turns (name, mode) into a ``SearchConfig``. ``paper`` is the default everywhere (solve, bench,
 collect, serve): every setting the seed paper or its authors' reference code fixes, and ours only where neither
 does. Where the paper and the reference code disagree, the paper wins; the reference code's choice stays
-reachable as a flag or field. ``v0.1`` is Jupiter 0.1's behaviour (softmax priors, a zero back-up per new
-child, malformed replies terminal, c_puct 1.25 at inference, the value decision with a value model), kept so
-its measured effect can be compared (docs/search.md, benchmarks/quality).
+reachable as a flag or field.
 
     from search.profiles import resolve_profile, describe_profile
     config = resolve_profile("paper", "infer", iterations=20)      # None overrides are ignored
@@ -115,14 +113,7 @@ _PAPER_PROFILE: dict[Mode, dict[str, Setting]] = {
     },
 }
 
-_V01_CHANGES: dict[str, Setting] = {
-    "prior_rule": Setting(PriorRule.SOFTMAX, OURS, "Jupiter 0.1: softmax over siblings"),
-    "backup_rule": Setting(BackupRule.PER_CHILD, OURS, "Jupiter 0.1: every new live child backed up with 0"),
-    "malformed_terminal": Setting(True, OURS, "Jupiter 0.1: malformed replies end the branch"),
-    "decision": Setting(Decision.AUTO, OURS, "Jupiter 0.1: the value decision with a value model, else vote"),
-}
-
-PROFILES = ("paper", "v0.1")
+PROFILES = ("paper",)
 
 
 def describe_profile(name: str, mode: Mode | str) -> dict[str, Setting]:
@@ -130,12 +121,7 @@ def describe_profile(name: str, mode: Mode | str) -> dict[str, Setting]:
     mode = Mode(mode)
     if name not in PROFILES:
         raise ConfigError(f"profile: {name!r} is not one of {list(PROFILES)}")
-    settings = dict(_PAPER_PROFILE[mode])
-    if name == "v0.1" and mode.is_tree:
-        settings.update(_V01_CHANGES)
-        if mode is Mode.INFER:
-            settings["c_puct"] = Setting(1.25, OURS, "Jupiter 0.1: PUCT at inference (0 with a value model)")
-    return settings
+    return dict(_PAPER_PROFILE[mode])
 
 
 def profile_values(name: str, mode: Mode | str) -> dict[str, Any]:

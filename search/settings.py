@@ -101,22 +101,17 @@ def settings_from_args(args: argparse.Namespace) -> LocalSettings:
     return parse_job_settings({k: v for k, v in given.items() if v is not None}, LocalSettings)
 
 
-def resolve_settings(settings: JobSettings, profile: str = DEFAULT_PROFILE, has_value: bool = False,
-                     **extra: Any) -> SearchConfig:
+def resolve_settings(settings: JobSettings, profile: str = DEFAULT_PROFILE, **extra: Any) -> SearchConfig:
     """The ``SearchConfig`` for ``settings``: the profile's values for the mode, the settings on top.
 
     ``extra`` are SearchConfig fields the caller decides (a server's trees in flight; None ignored). The
     baselines take one reply per step and no PUCT, so ``expansions``, ``c_puct`` and ``leaves_per_step`` are not
-    applied to them.
-    With profile ``v0.1``, a value model and no ``c_puct`` given, inference selects by value (c_puct 0), as
-    Jupiter 0.1 did. Raises ``ConfigError`` naming the ``SearchConfig`` field.
+    applied to them. Raises ``ConfigError`` naming the ``SearchConfig`` field.
     """
     overrides = {**settings.overrides(), **{k: v for k, v in extra.items() if v is not None}}
     if not settings.mode.is_tree:
         for name in ("expansions", "c_puct", "leaves_per_step"):
             overrides.pop(name, None)
-    if profile == "v0.1" and has_value and settings.mode is Mode.INFER and "c_puct" not in overrides:
-        overrides["c_puct"] = 0.0
     return resolve_profile(profile, settings.mode, **overrides)
 
 
@@ -156,7 +151,7 @@ def add_search_arguments(parser: argparse.ArgumentParser, modes: tuple[str, ...]
     group = parser.add_argument_group(title)
     group.add_argument("--profile", choices=PROFILES, default=DEFAULT_PROFILE,
                        help="named settings: 'paper' = the seed paper and its reference code (docs/search.md "
-                            "lists each setting and its source); 'v0.1' = Jupiter 0.1's rules, for comparison")
+                            "lists each setting and its source)")
     for name, info in LocalSettings.model_fields.items():
         if (fields is not None and name not in fields and name != "seed") or (name == "mode" and not with_mode):
             continue

@@ -111,7 +111,7 @@ def _config(args: argparse.Namespace) -> Any:
     for name, value in getattr(args, "bench_defaults", {}).items():
         if getattr(args, name, None) is None:
             extra[name] = value
-    return config_from_args(args, args.value_model is not None, **extra)
+    return config_from_args(args, **extra)
 
 
 def _fit_context(config: Any, policy: BasePolicy) -> Any:

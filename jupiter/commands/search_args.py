@@ -51,7 +51,7 @@ def settings_from_args(args: argparse.Namespace) -> LocalSettings:
         raise TaskError(flag_message(str(exc), owners=("settings",))) from None
 
 
-def config_from_args(args: argparse.Namespace, has_value: bool = False, **extra: Any) -> Any:
+def config_from_args(args: argparse.Namespace, **extra: Any) -> Any:
     """The ``SearchConfig`` the flags ask for: the profile's settings for the mode, flags on top.
 
     ``extra`` holds command-specific ``SearchConfig`` overrides (None ignored). Raises ``jupiter.task.TaskError``
@@ -59,7 +59,7 @@ def config_from_args(args: argparse.Namespace, has_value: bool = False, **extra:
     """
     settings = settings_from_args(args)
     try:
-        return resolve_settings(settings, args.profile, has_value, **extra)
+        return resolve_settings(settings, args.profile, **extra)
     except ConfigError as exc:
         raise TaskError(flag_message(str(exc))) from None
 

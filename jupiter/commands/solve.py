@@ -94,7 +94,7 @@ def _fail(message: str) -> int:
 
 def _config(args: argparse.Namespace, has_value: bool) -> tuple[Any, list[str]]:
     """The search settings (profile + flags) and notes for result.json on what they mean for this run."""
-    config = config_from_args(args, has_value)
+    config = config_from_args(args)
     notes: list[str] = [f"profile {args.profile}"]
     if config.mode is Mode.INFER:
         guide = "value-model estimates" if has_value else "failures only (-1; no value model)"

@@ -33,11 +33,10 @@ def test_bench_defaults_to_the_paper_profile(capsys, bench_shared):
 
 def test_bench_search_flags_reach_the_config(capsys, bench_shared):
     record = _config(capsys, "bench", "dabench", "--data", str(bench_shared / "dabench"), "--print-config",
-                     "--c-puct", "0.5", "--decision", "value", "--temperature", "0.3", "--top-p", "0.9",
-                     "--profile", "v0.1")
+                     "--c-puct", "0.5", "--decision", "value", "--temperature", "0.3", "--top-p", "0.9")
     config = record["config"]
     assert (config["c_puct"], config["decision"], config["temperature"], config["top_p"]) == (0.5, "value", 0.3, 0.9)
-    assert config["prior_rule"] == "softmax" and record["from_flags"]["c_puct"] == 0.5
+    assert config["prior_rule"] == "exp" and record["from_flags"]["c_puct"] == 0.5
 
 
 def test_dsbench_keeps_its_own_budget_under_the_profile(capsys, tmp_path, make_task):

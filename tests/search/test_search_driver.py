@@ -59,7 +59,7 @@ def test_per_child_backup_rule_backs_up_every_new_node():
     config = SearchConfig(mode=Mode.COLLECT, iterations=10, expansions=3, max_consecutive_errors=1,
                           backup_rule="per-child")
     tree = run_search(TASK, FakePolicy(script()), FakeSandbox(), config, seed=0).tree
-    assert tree.root.visit_count == len(tree.nodes) - 1  # Jupiter 0.1: every node but the root once
+    assert tree.root.visit_count == len(tree.nodes) - 1  # every node but the root once
 
 
 def test_one_policy_call_per_step_across_trees():

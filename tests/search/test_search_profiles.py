@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from search import SearchConfig
+import pytest
+
+from search import ConfigError, SearchConfig
 from search.profiles import describe_profile, resolve_profile
 
 
@@ -13,6 +15,8 @@ def test_paper_profile_is_the_default_and_says_where_each_setting_comes_from():
     assert SearchConfig() == infer and SearchConfig(mode="collect").c_puct == 1.25
     sources = {s.source for s in describe_profile("paper", "infer").values()}
     assert sources <= {"paper", "reference code", "ours"} and "paper" in sources
-    old = resolve_profile("v0.1", "infer")
-    assert (old.c_puct, old.prior_rule.value, old.backup_rule.value, old.decision.value) == (
-        1.25, "softmax", "per-child", "auto")
+
+
+def test_an_unknown_profile_is_refused_with_the_known_ones():
+    with pytest.raises(ConfigError, match=r"profile: 'fast' is not one of \['paper'\]"):
+        resolve_profile("fast", "infer")
