@@ -6,6 +6,7 @@
     jupiter bench dsbench --data DSBENCH_ROOT [--tasks NAME ...] [--no-simplify] ...
     jupiter bench report  RUN_DIR            (rebuild summary.{json,md} and plots from results.jsonl)
     jupiter bench compare RUN_DIR RUN_DIR ... [--plot FILE]
+    jupiter bench compare --equal-tokens RUN_DIR ... [--plot FILE] (DABench arms at equal generated tokens)
     jupiter bench revote  RUN_DIR ... (decide again under each vote key: --vote-key exact | format)
 
 A run folder is resumable: rerunning the same command skips the tasks already in ``results.jsonl``.
@@ -86,11 +87,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               formatter_class=HelpFormatter)
     report.add_argument("run", type=Path)
     report.set_defaults(handler=report_command)
-    compare = inner.add_parser("compare", help="print a table of several runs' headline figures",
+    compare = inner.add_parser("compare", help="print a table of several runs' headline figures, or compare "
+                                               "DABench runs at equal generated tokens (--equal-tokens)",
                                formatter_class=HelpFormatter)
     compare.add_argument("runs", nargs="+", type=Path)
-    compare.add_argument("--plot", type=Path, help="also plot every run's accuracy-vs-iterations curves here")
+    compare.add_argument("--plot", type=Path, help="also plot every run's accuracy-vs-iterations curves here "
+                                                   "(--equal-tokens: ABQ against generated tokens)")
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    compare.add_argument("--equal-tokens", action="store_true",
+                         help="DABench runs side by side at equal generated tokens (a tree run as if stopped after "
+                              "each iteration, a vote run with its first k paths), with each run's failures "
+                              "(format-valid replies, wrong logic, code errors by type) read from its trees")
+    compare.add_argument("--data", type=Path, default=None,
+                         help="with --equal-tokens: the DABench folder (default: the shared data)")
+    compare.add_argument("--tokenizer", type=Path, default=None,
+                         help="with --equal-tokens: the policy's tokenizer folder (default: the embedded model's, "
+                              "which the fine-tuned default shares)")
     compare.set_defaults(handler=compare_command)
     revote = inner.add_parser("revote", help="decide DABench runs again under each vote key (--vote-key)",
                               formatter_class=HelpFormatter)
@@ -366,6 +378,12 @@ def compare_command(args: argparse.Namespace) -> int:
 
     if args.plot is not None:
         check_output_file(args.plot, "--plot")
+    if args.equal_tokens:
+        return _compare_at_equal_tokens(args)
+    given = [flag for flag, value in (("--data", args.data), ("--tokenizer", args.tokenizer)) if value is not None]
+    if given:
+        print(f"jupiter bench compare: error: {given[0]} is for --equal-tokens", file=sys.stderr)
+        return 2
     try:
         header, rows = compare_runs(args.runs, plot=args.plot)
     except (FileNotFoundError, ValueError) as exc:
@@ -375,4 +393,39 @@ def compare_command(args: argparse.Namespace) -> int:
         print(json.dumps([dict(zip(header, row)) for row in rows]))
     else:
         print(format_table(header, rows))
+    return 0
+
+
+def _compare_at_equal_tokens(args: argparse.Namespace) -> int:
+    """``--equal-tokens``: the runs' arms (``benchmarks.equal_tokens``), as tables, JSON and a plot."""
+    from benchmarks.dabench import load_dabench
+    from benchmarks.equal_tokens import load_arm, markdown, plot, to_json, tokenizer_counter
+    from jupiter.default_model import ModelError
+
+    missing = [run for run in args.runs if not (run / "results.jsonl").is_file()]
+    if missing:  # before the data and the tokenizer load: a mistyped folder is the likelier mistake
+        print(f"jupiter bench compare: error: {missing[0] / 'results.jsonl'}: no results.jsonl (not a benchmark "
+              "run folder)", file=sys.stderr)
+        return 2
+    data = load_dabench(args.data)
+    try:
+        count = tokenizer_counter(args.tokenizer)
+    except ImportError as exc:
+        print(f"jupiter bench compare: error: --equal-tokens re-tokenises the replies and needs transformers "
+              f"(pip install 'jupiter-nbsearch[train]'): {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, ModelError) as exc:
+        print(f"jupiter bench compare: error: --tokenizer {args.tokenizer or 'default'}: {exc}", file=sys.stderr)
+        return 2
+    names = [run.name or str(run) for run in args.runs]
+    if len(set(names)) < len(names):  # two runs of one name (a/seed-0, b/seed-0): their paths tell them apart
+        names = [str(run) for run in args.runs]
+    try:
+        arms = [load_arm(run, data, count, name) for run, name in zip(args.runs, names)]
+    except (OSError, ValueError) as exc:
+        print(f"jupiter bench compare: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(to_json(arms)) if args.json else markdown(arms))
+    if args.plot is not None:
+        plot(arms, args.plot)
     return 0
