@@ -49,7 +49,8 @@ CHECKPOINTS = "checkpoints"
 _VERSION = 1
 
 #: Seconds between two saves of one tree: a killed run loses at most this much of each tree's search. A save
-#: of a 120-node tree takes about 10 ms (benchmarks/perf/checkpoint_save.py), a CPU step about a minute.
+#: of a 120-node tree takes about 10 ms (benchmarks/perf/checkpoint_save.py at commit b134c4f), a CPU step
+#: about a minute.
 DEFAULT_EVERY_S = 30.0
 
 #: settings that may differ between the run that saved a tree and the run that continues it

@@ -56,14 +56,6 @@ def test_scale_live_states_times_the_budget_check_and_explains_slow_branches(sha
     assert "budget_check_ms" not in off and "ab_interleaved" not in off
 
 
-def test_checkpoint_save_times_a_real_trees_save_and_load() -> None:
-    tree = Path(__file__).resolve().parents[1] / "search" / "data" / "reference_tree.json"
-    result = _run("checkpoint_save.py", str(tree), "--repeat", "2")
-    (row,) = result["trees"]
-    assert row["nodes"] == len(json.loads(tree.read_text())["nodes"]) and row["bytes"] > 0
-    assert 0 < row["save_ms"] <= result["save_ms_max"] and row["load_ms"] > 0
-
-
 def test_engine_overhead_prints_its_keys() -> None:
     result = _run("engine_overhead.py", "--trees", "2", "--iterations", "5", "--no-sandbox")
     null = result["null"]
