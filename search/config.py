@@ -155,7 +155,7 @@ class SearchConfig(BaseModel):
             counts them, so each still counts as a vote and in the prior (``stats.duplicates_dropped``). Off
             by default (reference code: separate children), because a folded step is explored once however
             often the policy proposed it, and the vote then follows the distinct alternatives instead of the
-            policy's confidence (measured in benchmarks/quality: docs/search.md).
+            policy's confidence (measured: docs/search.md).
         logprob_prior: ask the backend for log-probs and use them as PUCT priors (tree modes with c_puct > 0).
         prior_rule: how a prior is made from log-probs (``PriorRule``).
         backup_rule: which new nodes are backed up (``BackupRule``).

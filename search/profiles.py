@@ -70,7 +70,7 @@ _TREE_COMMON: dict[str, Setting] = {
     "max_depth": Setting(10, PAPER, "depth limit 10; a node is terminal when depth > 10 (reference code)"),
     "drop_duplicates": Setting(False, REF, "identical sibling replies stay separate children: a step the "
                                            "policy samples twice is explored twice (folding them into one node "
-                                           "cost 12-45 points of accuracy in benchmarks/quality)"),
+                                           "cost 12-45 points of accuracy: docs/search.md)"),
 }
 
 _PATH_COMMON: dict[str, Setting] = {

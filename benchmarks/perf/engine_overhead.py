@@ -1,9 +1,9 @@
 """Engine overhead of the search: time per node beyond the cell's own run, and model calls per step.
 
 Runs the real driver with the real replay policy (instant replies) and trivial cells, twice:
-- ``null``: an in-process notebook whose cells cost nothing (the ablations' ``StatusNotebook`` with no erroring
-  cell: every cell runs OK, printing nothing), so all measured time is the engine's (selection, message
-  building, parsing, back-up, bookkeeping); target ≤ 5 ms per node;
+- ``null``: an in-process notebook whose cells cost nothing (``_NullNotebook``: every cell runs OK, printing
+  nothing), so all measured time is the engine's (selection, message building, parsing, back-up, bookkeeping);
+  target ≤ 5 ms per node;
 - ``sandbox``: the real fork sandbox, reporting the time per node beyond the cells' own run and the
   sandbox start-up (this includes branching and releasing states, which the sandbox does). It runs one cell
   and opens one sandbox at a time: with the default concurrency, summed cell and start-up times overlap and
@@ -20,14 +20,48 @@ import json
 import sys
 import time
 
+from dataclasses import dataclass
+
 from jupiter.llm import ReplayPolicy
 from jupiter.task import Task
+from sandbox import ExecStatus
 from search import SearchConfig, solve_many
-
-from benchmarks.quality.ablate import StatusNotebook
 
 STEP = "Thought: keep going.\nAction:\n```python\nx = {i}\n```"
 REPLIES = [STEP.format(i=i) for i in range(3)] + ["Thought: done.\nFormatted answer: @x[1]"]
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """What a cell of the null notebook gives: OK, no output."""
+
+    status: ExecStatus = ExecStatus.OK
+    outputs: tuple = ()
+    ok: bool = True
+
+    def observation(self, max_chars: int | None = None) -> str:
+        return ""
+
+
+class _NullState:
+    def branch(self) -> "_NullState":
+        return _NullState()
+
+    def run(self, code: str, timeout: float | None = None) -> _Ran:
+        return _Ran()
+
+    def close(self) -> None:
+        pass
+
+
+class _NullNotebook:
+    """A notebook whose cells run instantly and print nothing: the search's own cost, with nothing else."""
+
+    def open_root(self, input_files=()) -> _NullState:
+        return _NullState()
+
+    def close(self) -> None:
+        pass
 
 
 class _TimedSandbox:
@@ -88,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sandbox", action="store_true", help="skip the real-sandbox measurement")
     args = parser.parse_args(argv)
     report = {"benchmark": "engine_overhead", "target_engine_ms_per_node": 5.0, "target_model_calls_per_step": 1}
-    report["null"] = measure(args.trees, args.iterations, lambda: StatusNotebook(()))
+    report["null"] = measure(args.trees, args.iterations, _NullNotebook)
     if not args.no_sandbox:
         from sandbox import Sandbox, SandboxConfig
 

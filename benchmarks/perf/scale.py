@@ -21,7 +21,7 @@ Two parts, one JSON object:
   (``host_gc``), and the CPU of kernel threads (``kernel_threads_cpu_ms``: DAMON's ``kdamond`` walks every mapping
   of the pages it samples, and a root's pages are mapped by every state forked from it); ``slow_branches``: the
   same averaged over the slowest 5 % (ms).
-- ``trees``: ``--trees`` trees (default 8; ``--full``: 100) of the quality benchmark's simulated policy at the
+- ``trees``: ``--trees`` trees (default 8; ``--full``: 100) of the simulated policy (``sim_policy.py``) at the
   default search settings of collect mode (50 iterations, K = 3: about 150 nodes each) through the project's engine
   (``search.solve_many``, a default ``SandboxConfig`` sandbox per tree in flight, reset for the next tree: the
   process-wide memory budget decides what stays live). Printed: wall, nodes, nodes/s, peak PSS of this process and
@@ -364,17 +364,15 @@ def trees(n: int, sample_s: float, seed: int, in_flight: int | None = None, fixe
     CPU: this process's own (``cpu_s_host``: the driver, the policy, the sandboxes' host side) and that of every
     process below it (``cpu_s_sandboxes``: the runtimes; None without a ``cpuacct`` group), per node; the PSS
     sampler's own CPU (``sampler_cpu_s``: it reads every process's smaps) is left out of both."""
-    from benchmarks.quality.search_vs_baselines import collect_config, ordered_questions
-    from benchmarks.quality.sim_policy import SimOptions, SimulatedPolicy
-    from benchmarks.quality.solutions import load_solutions, tasks_for
-    from search import save_tree, solve_many
+    from benchmarks.perf.sim_policy import SimOptions, SimulatedPolicy, load_solutions, ordered_questions, tasks_for
+    from search import Mode, SearchConfig, save_tree, solve_many
 
-    solutions = load_solutions()
-    questions = ordered_questions(solutions.questions, None)
+    questions = ordered_questions(load_solutions())
     dabench = default_data_dir("dabench")
     tasks = tasks_for(questions, dabench)
     tasks = [tasks[i % len(tasks)].replace(id=f"{tasks[i % len(tasks)].id}-{i}") for i in range(n)]
-    config = collect_config(max_trees_in_flight=in_flight, fit_trees_to_memory=False if fixed else None)
+    config = SearchConfig(mode=Mode.COLLECT, max_trees_in_flight=in_flight,  # None: the paper profile's
+                          fit_trees_to_memory=False if fixed else None)
     policy = SimulatedPolicy(questions, SimOptions())
     budget = process_budget()
     evictions_before = budget.evictions

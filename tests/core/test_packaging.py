@@ -1,4 +1,5 @@
-"""The install is quiet: setuptools builds the editable wheel without warnings, and ships the data files."""
+"""The install is quiet: setuptools builds the editable wheel without warnings, and ships the data files the
+product needs and no others (no results, no perf helpers, no tests)."""
 
 from __future__ import annotations
 
@@ -34,5 +35,5 @@ def test_wheel_ships_the_examples_and_the_page(tmp_path: Path) -> None:
     assert "jupiter/examples/titanic_mean_fare.replay.json" in names
     assert any(n.startswith("jupiter/examples/data/") for n in names)
     assert any(n.startswith("jupiter/serve/static/") and n.endswith(".html") for n in names)
-    assert "benchmarks/quality/solutions.json" in names
-    assert not any(n.startswith("tests/") for n in names)
+    assert not any(n.startswith(("tests/", "benchmarks/perf/", "benchmarks/quality/")) for n in names)
+    assert not any(n.startswith("benchmarks/") and not n.endswith(".py") for n in names)  # no results as data

@@ -214,14 +214,13 @@ def test_model_text_with_script_tags_is_shown_as_text(browser: Any, tmp_path: Pa
 @pytest.mark.slow
 def test_an_engine_tree_of_150_nodes_renders_and_reads(browser: Any, tmp_path: Path, dabench_dir: Path) -> None:
     """The real search (real sandbox) with the simulated policy: ~20 s of cells, then the page."""
-    from benchmarks.quality.sim_policy import SimulatedPolicy
-    from benchmarks.quality.solutions import load_solutions, task_for
+    from benchmarks.perf.sim_policy import SimulatedPolicy, load_solutions, task_for
     from sandbox import Sandbox, SandboxConfig
     from search import Mode, SearchConfig, run_search
 
     if not (dabench_dir / "tables").is_dir():
         pytest.skip(f"DABench tables not found under {dabench_dir}")
-    question = load_solutions().by_id()[24]
+    (question,) = [q for q in load_solutions() if q.id == 24]
     with Sandbox(SandboxConfig(max_live_states=256)) as sandbox:
         result = run_search(task_for(question, dabench_dir), SimulatedPolicy([question]), sandbox,
                             SearchConfig(mode=Mode.INFER, iterations=50), value=None, seed=0)

@@ -1,41 +1,148 @@
-"""A simulated noisy policy over verified reference solutions (the issue-12 setting, reproducible, no model).
+"""A simulated noisy policy over hand-written reference solutions: trees of a realistic shape, no model.
+
+Why: ``scale.py`` and the tree viewer's browser test need many real trees (real engine, real sandbox, real
+DABench tables) grown in seconds and the same on every run. A model would make them slow and different per
+machine; this policy draws steps of reference solutions (``sim_solutions.json``: per DABench dev question one
+correct solution, two plausible wrong ones and erroring cells, each ending in a cell that prints its
+``@name[value]`` answer) with a seeded RNG. It is a helper of these scripts and tests, not part of the product
+(``benchmarks/perf`` is not installed). The study that wrote and verified the solutions and measured the search
+against ReAct and voting with this policy is ``benchmarks/quality/`` at commit b134c4f.
 
 For a history it finds the question (the task turn) and the path so far (the code cells of the assistant
 turns), and for each of the ``n`` samples draws one action with an RNG seeded from ``params.seed``, the
-history's position in the batch, the history's text and the sample index (deterministic, and different per
-history and sample; observations do not enter the seed):
+history's position in the batch, the history's text without observations and the sample index:
 
 - **continue** the current solution: its next cell, or its ``Formatted answer`` when all its cells ran;
 - **switch** to a wrong solution (start it, or continue it where the path already has its first cells);
 - **error**: one of the question's erroring cells (a typo'd column, an undefined name).
 
-After an erroring cell the policy fixes it (continues its solution) with probability ``p_fix``. The current
-solution is the one that the latest cell unique to one solution belongs to (the correct one while the path has
-only shared cells, such as the load cell). Once on a wrong solution it never switches back to the correct one.
-
-Honest by construction: the policy knows only what the reference solutions encode (their cells and the answers
-those cells print); it never reads the label. The sampling temperature is ignored (every mode samples from the
-same distribution, so a comparison measures the search, not the temperature), and ``mean_logprob`` (asked for
-only when a PUCT prior uses it) is a noisy per-action value that is the same on average for right and wrong
-continuations, so the prior cannot tell them apart either.
+After an erroring cell it fixes it (continues its solution) with probability ``p_fix``. The current solution is
+the one the latest cell unique to one solution belongs to (the correct one while the path has only shared cells,
+such as the load cell); a wrong path never switches back. It never reads the label; the temperature is ignored;
+``mean_logprob`` (only when asked for) is noise that is the same on average for right and wrong steps.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
+import json
 import math
 import random
 from dataclasses import dataclass
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
 from jupiter.llm.base import BasePolicy
 from jupiter.llm.types import Completion, FinishReason, PolicyError, SamplingParams
 from jupiter.prompts import OBSERVATION_PREFIX, Message, parse_reply
+from jupiter.task import Task, TaskKind
 
-from benchmarks.quality.solutions import Cell, QuestionSolutions, Solution
+__all__ = ["SOLUTIONS_PATH", "Cell", "Solution", "QuestionSolutions", "load_solutions", "ordered_questions",
+           "task_for", "tasks_for", "Action", "SimOptions", "PathState", "read_path", "SimulatedPolicy"]
 
-__all__ = ["Action", "SimOptions", "PathState", "SimulatedPolicy", "read_path"]
+SOLUTIONS_PATH = Path(__file__).resolve().parent / "sim_solutions.json"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One step of a solution: the thought the policy writes and the code it runs."""
+
+    thought: str
+    code: str
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A path of cells; its last cell prints ``answer`` (the text after ``Formatted answer:``)."""
+
+    name: str
+    cells: tuple[Cell, ...]
+    answer: str
+
+
+@dataclass(frozen=True)
+class QuestionSolutions:
+    """Everything the simulated policy knows about one DABench question (it never sees ``label``)."""
+
+    id: int
+    level: str
+    file: str
+    question: str
+    label: str
+    correct: Solution
+    wrong: tuple[Solution, ...]
+    errors: tuple[Cell, ...]
+
+    @property
+    def solutions(self) -> tuple[Solution, ...]:
+        """The correct solution first, then the wrong ones (the policy's solution indices)."""
+        return (self.correct, *self.wrong)
+
+
+def _cells(raw: Any) -> tuple[Cell, ...]:
+    return tuple(Cell(thought=str(c.get("thought", "")), code=str(c["code"])) for c in raw)
+
+
+def _solution(raw: dict[str, Any]) -> Solution:
+    return Solution(name=str(raw.get("name", "")), cells=_cells(raw["cells"]), answer=str(raw["answer"]))
+
+
+def load_solutions(path: str | Path = SOLUTIONS_PATH) -> tuple[QuestionSolutions, ...]:
+    """The questions of a solutions file, in file order. Raises ``ValueError`` naming the question id of a
+    record that lacks a field or has no wrong solution or erroring cell."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    questions = []
+    for raw in doc["questions"]:
+        try:
+            question = QuestionSolutions(
+                id=int(raw["id"]), level=str(raw["level"]), file=str(raw["file"]), question=str(raw["question"]),
+                label=str(raw["label"]), correct=_solution(raw["correct"]),
+                wrong=tuple(_solution(w) for w in raw["wrong"]), errors=_cells(raw["errors"]))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: question {raw.get('id')!r}: missing or malformed {exc}") from None
+        if not question.wrong or not question.errors:
+            raise ValueError(f"{path}: question {question.id}: needs a wrong solution and an erroring cell")
+        questions.append(question)
+    return tuple(questions)
+
+
+def ordered_questions(questions: Sequence[QuestionSolutions], limit: int | None = None) -> list[QuestionSolutions]:
+    """Questions interleaved by level (easy, medium, hard, easy, ...) so that any prefix mixes the levels."""
+    by_level: dict[str, list[QuestionSolutions]] = {}
+    for question in sorted(questions, key=lambda q: q.id):
+        by_level.setdefault(question.level, []).append(question)
+    order = [level for level in ("easy", "medium", "hard") if level in by_level] + \
+        sorted(set(by_level) - {"easy", "medium", "hard"})
+    out: list[QuestionSolutions] = []
+    while any(by_level[level] for level in order):
+        for level in order:
+            if by_level[level]:
+                out.append(by_level[level].pop(0))
+    return out[:limit] if limit else out
+
+
+def task_for(question: QuestionSolutions, dabench_dir: str | Path, record: dict[str, Any] | None = None) -> Task:
+    """The DABench task of ``question`` (constraints and format from the official question record when given)."""
+    record = record or {}
+    return Task(
+        id=str(question.id), question=question.question, constraints=str(record.get("constraints") or ""),
+        format=str(record.get("format") or ""), files=(Path(dabench_dir) / "tables" / question.file,),
+        label=question.label, concepts=tuple(record.get("concepts") or ()), level=question.level,
+        kind=TaskKind.QA, metadata={"benchmark": "dabench"},
+    )
+
+
+def tasks_for(questions: Sequence[QuestionSolutions], dabench_dir: str | Path) -> list[Task]:
+    """Tasks for ``questions``, with constraints and format read from ``da-dev-questions.jsonl`` when present."""
+    source = Path(dabench_dir) / "da-dev-questions.jsonl"
+    records: dict[int, dict[str, Any]] = {}
+    if source.is_file():
+        for line in source.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                records[int(record["id"])] = record
+    return [task_for(q, dabench_dir, records.get(q.id)) for q in questions]
 
 
 class Action(str, enum.Enum):
@@ -48,17 +155,17 @@ class Action(str, enum.Enum):
 
 @dataclass(frozen=True)
 class SimOptions:
-    """The simulated policy's probabilities and reply statistics (validated; errors name the field).
+    """The policy's probabilities and reply statistics (validated; errors name the field).
 
-    Defaults: a single rollout ends on the correct answer about a third of the time (issue 12: 14/40 for one
-    ReAct rollout), since each of a solution's 3–4 decisions stays on it with probability ~0.75.
+    Defaults: one rollout ends on the correct answer about 40 % of the time, since each of a solution's 3-4
+    decisions stays on it with probability ~0.75.
     """
 
     p_switch: float = 0.2  # per step: start or continue a wrong solution
     p_error: float = 0.15  # per step: emit an erroring cell
     p_fix: float = 0.7  # right after an erroring cell: continue the current solution
     logprob_mean: float = -0.35  # mean token log-prob of a solution's cell or answer (right or wrong alike)
-    logprob_error: float = -0.55  # of an erroring cell (typos are a little less likely)
+    logprob_error: float = -0.55  # of an erroring cell
     logprob_noise: float = 0.15  # Gaussian noise on each reply's mean log-prob
     chars_per_token: float = 4.0  # num_tokens = ceil(len(text) / chars_per_token)
 
@@ -120,8 +227,7 @@ def read_path(history: Sequence[Message], questions: Sequence[QuestionSolutions]
 
 
 def _rng(seed: int | None, index: int, history: Sequence[Message], sample: int) -> random.Random:
-    # The path is the task and the assistant turns; observations are left out: the cells are deterministic, and
-    # a status-only notebook (``ablate``) then draws exactly what the real sandbox would have drawn.
+    # the path is the task and the assistant turns; observations are left out (the cells are deterministic)
     text = "\x1e".join(f"{m['role']}\x1f{m['content']}" for m in history
                         if m["role"] != "user" or not m["content"].startswith(OBSERVATION_PREFIX))
     digest = hashlib.blake2b(f"{seed}:{index}:{sample}:".encode() + text.encode(), digest_size=16).hexdigest()
@@ -137,8 +243,6 @@ class SimulatedPolicy(BasePolicy):
         super().__init__()
         self.questions = tuple(questions)
         self.options = options
-
-    # -------------------------------------------------------------------------------- one sample
 
     def draw(self, state: PathState, rng: random.Random) -> tuple[Action, str]:
         """One action and its reply text for a path."""
