@@ -65,8 +65,10 @@ def _rss_bytes() -> int:
 
 
 def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))], 2)
+    """The nearest observed value at quantile ``q`` (numpy's ``nearest`` method: no interpolation)."""
+    import numpy as np
+
+    return round(float(np.percentile(values, q * 100, method="nearest")), 2)
 
 
 def main(argv: list[str] | None = None) -> int:
