@@ -56,7 +56,7 @@ class SandboxConfig:
     """Memory budget of this sandbox alone (its memory cgroup's usage less page cache, or else the summed USS of its
     live states); None: no per-sandbox cap (the process-wide one, ``shared_memory_budget``, still holds)."""
     shared_memory_budget: bool = True
-    """Join the process-wide memory budget (``sandbox.budget.process_budget``): when the live states of all the
+    """Join the process-wide memory budget (``sandbox.runtime.budget.process_budget``): when the live states of all the
     process's sandboxes together pass it, the least recently used idle state of any of them is evicted. Its size
     is ``$JUPITER_SANDBOX_MEMORY_MB`` or a third of the memory available when the first sandbox starts."""
     memory_limit_mb: int | None = 4096
@@ -122,7 +122,7 @@ class SandboxConfig:
     a deep state's branch time), with 2 MiB pages almost nothing. Harmless where the kernel has THP off."""
     env: Mapping[str, str] | tuple[tuple[str, str], ...] = ()
     """Environment variables a user passes to cells on purpose (a mapping or pairs; kept as sorted pairs).
-    Cells get nothing else of the host's environment but an allow-list (``sandbox.runtime.HOST_ENV_ALLOWED``:
+    Cells get nothing else of the host's environment but an allow-list (``sandbox.runtime.base.HOST_ENV_ALLOWED``:
     PATH, LANG/LC_*, TZ, ...): the keys of model servers live in the host's environment."""
     nice: int = 0
     """Niceness added to the runtime (FORK: the state server, whose forked states inherit it; KERNEL: each

@@ -10,21 +10,27 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
-from sandbox.budget import MemoryBudget, process_budget
 from sandbox.config import Backend, SandboxConfig
 from sandbox.execution import ExecError, ExecStatus, Execution
-from sandbox.isolation import LANDLOCK_SIGNAL_ABI, IsolationPlan, bwrap_works, landlock_abi, plan_isolation
-from sandbox.limits import PidsCgroup, ProcessBudget, SandboxGroups, open_process_budget
-from sandbox.runtime import (ProcessBudgetFull, RuntimeDied, RuntimeDiskLimit, RuntimeOutOfMemory, RuntimeTimeout,
-                             StartupError, Zygote, uss_bytes)
-from sandbox.state import CellRecord, State, StateClosedError
-from sandbox.workspace import Layout, tree_bytes
+from sandbox.runtime.base import (ProcessBudgetFull, Runtime, RuntimeDied, RuntimeDiskLimit, RuntimeOutOfMemory,
+                                  RuntimeTimeout, uss_bytes)
+from sandbox.runtime.budget import MemoryBudget, process_budget
+from sandbox.runtime.fork import Zygote
+from sandbox.runtime.isolation import (LANDLOCK_SIGNAL_ABI, IsolationPlan, bwrap_works, landlock_abi,
+                                       plan_isolation)
+from sandbox.runtime.limits import PidsCgroup, ProcessBudget, SandboxGroups, open_process_budget
+from sandbox.runtime.workspace import Layout, tree_bytes
+from sandbox.state import CellRecord, RootInfo, State, StateClosedError, StateSlot
+
+if TYPE_CHECKING:
+    from sandbox.runtime.kernel import KernelFactory
 
 __all__ = ["Guarantee", "ProcessBudgetError", "Sandbox", "SandboxStats", "StateLostError", "SandboxClosedError"]
 
 log = logging.getLogger(__name__)
+_R = TypeVar("_R")
 
 
 class StateLostError(RuntimeError):
@@ -45,7 +51,7 @@ class SandboxStats:
     """Counters of one Sandbox. ``replays`` counts rebuilds of a state by replaying recorded cells (after an
     eviction, a failure, an unsafe fork, or every branch on the KERNEL backend); ``fork_fallbacks`` the branches
     that could not fork (extra live threads) and replayed instead. ``process_budget`` says which process limit
-    holds (``sandbox.limits.ProcessBudget``: ``cgroup`` = this sandbox's own pids cgroup, ``rlimit`` =
+    holds (``sandbox.runtime.limits.ProcessBudget``: ``cgroup`` = this sandbox's own pids cgroup, ``rlimit`` =
     RLIMIT_NPROC shared by every process of the runtimes' uid, ``none``). ``revivals``: live states whose process was
 found gone while idle and rebuilt by replay; ``zygote_restarts``: the clean shell was started again after dying.
     ``memory_bytes``: memory of its live states now (``Sandbox.memory_in_use``); ``evictions`` include those the
@@ -91,12 +97,6 @@ class Guarantee(str, enum.Enum):
     PROCESS_BUDGET = "the sandbox's processes are capped (max_processes)"
 
 
-@dataclass(frozen=True)
-class _RootInfo:
-    inputs_dir: Path
-    input_names: tuple[str, ...]
-
-
 class Sandbox:
     """Runs notebook cells in states that branch cheaply. Use as a context manager (``close()`` ends every
     process it started).
@@ -112,8 +112,8 @@ class Sandbox:
         self.config = config or SandboxConfig()
         cfg = self.config
         self._lock = threading.RLock()
-        self._states: dict[int, State] = {}
-        self._live: "OrderedDict[int, State]" = OrderedDict()
+        self._states: dict[State, StateSlot] = {}  # the open states: each handle and what the sandbox keeps of it
+        self._live: OrderedDict[int, StateSlot] = OrderedDict()  # the live ones by id, least recently used first
         self._ids = itertools.count(1)
         self._generations = itertools.count(1)
         self._cell_uids = itertools.count(1)
@@ -127,7 +127,7 @@ class Sandbox:
         self._base_bytes = 0
         self._budget: MemoryBudget | None = None
         self._zygote: Zygote | None = None
-        self._kernels: Any = None
+        self._kernels: KernelFactory | None = None
         self._cgroup: PidsCgroup | None = None
         self._groups: SandboxGroups | None = None
         self.process_budget = ProcessBudget.NONE
@@ -140,7 +140,7 @@ class Sandbox:
                 self.isolation: IsolationPlan = plan_isolation(cfg, self.layout.root, (self.layout.inputs,))
                 self._start_zygote()
             else:
-                from sandbox.kernel import KernelFactory
+                from sandbox.runtime.kernel import KernelFactory
 
                 self.isolation = IsolationPlan(bwrap=False, uid=None, prefix=())
                 self._kernels = KernelFactory(cfg, self.layout)
@@ -265,12 +265,80 @@ class Sandbox:
         """A fresh notebook state whose working directory shows ``input_files`` (read-only, by name)."""
         self._check_open()
         workspace, inputs_dir = self.layout.make_root_workspace(Path(p) for p in input_files)
-        info = _RootInfo(inputs_dir=inputs_dir, input_names=tuple(sorted(os.listdir(inputs_dir))))
-        state = State(self, next(self._ids), workspace, (), None, info)
-        with state._lock:
-            runtime = self._fresh_runtime(state, reuse_workspace=True)
-            self._attach(state, runtime)
+        root = RootInfo(inputs_dir=inputs_dir, input_names=tuple(sorted(os.listdir(inputs_dir))))
+        slot = StateSlot(next(self._ids), workspace, (), None, root)
+        state = State(self, slot, None)
+        with slot.lock:
+            runtime = self._fresh_runtime(slot, reuse_workspace=True)
+            self._attach(slot, runtime, handle=state)
         return state
+
+    def run(self, state: State, code: str, timeout: float | None = None) -> Execution:
+        """Run ``code`` as the next cell of ``state`` (what ``State.run`` does; its docstring says more)."""
+        if not isinstance(code, str):
+            raise TypeError(f"State.run: code must be a str, got {type(code).__name__}")
+        timeout_s = self.config.timeout_s if timeout is None else float(timeout)
+        if timeout_s <= 0:
+            raise ValueError(f"State.run: timeout must be positive, got {timeout}")
+        slot = self._slot_of(state)
+        with slot.lock:
+            self._check_open()
+            self._check_slot(slot)
+            return self._run(slot, code, timeout_s)
+
+    def branch(self, state: State) -> State:
+        """An independent child of ``state`` (what ``State.branch`` does): a copy of its namespace and files."""
+        parent = self._slot_of(state)
+        with parent.lock:
+            self._check_open()
+            self._check_slot(parent)
+            slot = StateSlot(next(self._ids), self.layout.new_state_dir(), parent.history, parent, parent.root)
+            child = State(self, slot, state)
+            with slot.lock:
+                self._branch(parent, slot, child)
+        return child
+
+    def restore(self, state: State, cells: Sequence[str]) -> State:
+        """A descendant of ``state`` recorded as having run ``cells``, with no runtime yet (what ``State.restore``
+        does): its first use rebuilds it by replay, exactly as an evicted state comes back."""
+        cells = tuple(cells)
+        for code in cells:
+            if not isinstance(code, str):
+                raise TypeError(f"State.restore: cells must be str, got {type(code).__name__}")
+        parent = self._slot_of(state)
+        with parent.lock:
+            self._check_open()
+            self._check_slot(parent)
+            history = parent.history + tuple(CellRecord(next(self._cell_uids), code) for code in cells)
+            slot = StateSlot(next(self._ids), self.layout.new_state_dir(), history, parent, parent.root)
+            restored = State(self, slot, state)
+            with self._lock:
+                self._states[restored] = slot
+        return restored
+
+    def close_state(self, state: State) -> None:
+        """Release the runtime and the working directory of ``state`` (what ``State.close`` does). Idempotent."""
+        with self._lock:
+            slot = self._states.get(state)
+        if slot is None:
+            if state.closed:
+                return
+            raise ValueError(f"state {state.id} belongs to another sandbox")
+        with slot.lock:
+            if slot.closed:
+                return
+            slot.closed = True
+            with self._lock:
+                self._states.pop(state, None)
+                self._live.pop(slot.sid, None)
+                self._uss.pop(slot.sid, None)
+            runtime, slot.runtime = slot.runtime, None
+            if runtime is not None:
+                runtime.close()
+            if not self._closed:
+                self.layout.discard(slot.workspace)
+            with self._lock:
+                self._disk.pop(slot.sid, None)
 
     def stats(self) -> SandboxStats:
         with self._lock:
@@ -283,7 +351,7 @@ class Sandbox:
         """Summed unique memory (USS) of the live states' processes, read now from each (``smaps_rollup``: slow
         with many states; the budgets use ``memory_in_use``)."""
         with self._lock:
-            runtimes = [s._runtime for s in self._live.values() if s._runtime is not None]
+            runtimes = [s.runtime for s in self._live.values() if s.runtime is not None]
         return sum(rt.memory_bytes() for rt in runtimes)
 
     def memory_in_use(self) -> int:
@@ -325,13 +393,13 @@ class Sandbox:
             if self._closed:
                 return
             self._closed = True
-            states = list(self._states.values())
+            slots = list(self._states.values())
             self._live.clear()
         if self._budget is not None:
             self._budget.leave(self)
-        for state in states:
-            runtime, state._runtime = state._runtime, None
-            state._closed = True
+        for slot in slots:
+            runtime, slot.runtime = slot.runtime, None
+            slot.closed = True
             if runtime is not None:
                 runtime.close()
         if self._zygote is not None:
@@ -353,137 +421,152 @@ class Sandbox:
         with self._lock:
             if self._closed:
                 return False
-            states = list(self._states.values())
+            states = list(self._states)
         for state in states:
-            self._close_state(state)
+            self.close_state(state)
         self.layout.clear_inputs()
         with self._lock:
             self._disk.clear()
             self._uss.clear()
         return True
 
-    # ---- internals used by State ----------------------------------------------------------------------------
+    # ---- what the memory budget asks of its member sandboxes (``sandbox.runtime.budget.Member``) --------------
+    def least_recent_idle(self, keep: tuple[object, ...], tried: set[int]) -> tuple[float, StateSlot] | None:
+        """``(last use, state)`` of this sandbox's least recently used live state outside ``keep`` and ``tried``
+        (``id()`` of states already tried), for the process-wide budget: it compares sandboxes by the time and
+        hands the one it picks to ``evict_idle``."""
+        with self._lock:
+            for slot in self._live.values():
+                if id(slot) not in tried and all(slot is not k for k in keep):
+                    return slot.last_used, slot
+        return None
+
+    def evict_idle(self, slot: object) -> bool:
+        """Evict a state of this sandbox (from ``least_recent_idle``) if it is idle (no thread is using it) and
+        live; True when it was. It comes back by replay on its next use."""
+        if not isinstance(slot, StateSlot):
+            raise TypeError(f"Sandbox.evict_idle: expected a state from least_recent_idle, got {type(slot).__name__}")
+        if not slot.lock.acquire(blocking=False):
+            return False
+        try:
+            if slot.runtime is None or self._closed:
+                return False
+            self._drop_runtime(slot)
+            self._count("evictions")
+            return True
+        finally:
+            slot.lock.release()
+
+    # ---- internals ----------------------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxClosedError("the sandbox is closed")
+
+    @staticmethod
+    def _check_slot(slot: StateSlot) -> None:
+        if slot.closed:
+            raise StateClosedError(f"state {slot.sid} is closed")
+
+    def _slot_of(self, state: State) -> StateSlot:
+        """What this sandbox keeps of ``state``. Raises SandboxClosedError, StateClosedError (a closed state) or
+        ValueError (a state of another sandbox)."""
+        self._check_open()
+        with self._lock:
+            slot = self._states.get(state)
+        if slot is not None:
+            return slot
+        if state.closed:
+            raise StateClosedError(f"state {state.id} is closed")
+        raise ValueError(f"state {state.id} belongs to another sandbox")
 
     def _count(self, key: str, n: int = 1) -> None:
         with self._lock:
             self._counts[key] += n
 
-    def _run(self, state: State, code: str, timeout: float | None) -> Execution:
-        if not isinstance(code, str):
-            raise TypeError(f"State.run: code must be a str, got {type(code).__name__}")
-        timeout_s = self.config.timeout_s if timeout is None else float(timeout)
-        if timeout_s <= 0:
-            raise ValueError(f"State.run: timeout must be positive, got {timeout}")
-        with state._lock:
-            self._check_open()
-            state._check_open()
-            runtime = self._ensure_live(state)
-            self._count("runs")
-            started = time.monotonic()
-            watch = None if self.config.disk_quota_mb is None or not hasattr(runtime, "group") else (
-                lambda: self._over_disk_quota(state))
-            try:
-                if watch is None:
-                    raw = runtime.run(code, timeout_s)
-                else:
-                    raw = runtime.run(code, timeout_s, over_quota=watch, check_every_s=self.config.disk_check_s)
-            except RuntimeDiskLimit as exc:
-                return self._disk_limit(state, code, str(exc), started)
-            except RuntimeTimeout as exc:
-                self._count("timeouts")
-                return self._failure(state, code, ExecStatus.TIMEOUT, "TimeoutError", str(exc), started)
-            except RuntimeOutOfMemory as exc:
-                self._count("memory_limits")
-                return self._failure(state, code, ExecStatus.MEMORY_LIMIT, "MemoryError", str(exc), started)
-            except RuntimeDied as exc:
-                self._count("deaths")
-                return self._failure(state, code, ExecStatus.DIED, "RuntimeDied", str(exc), started)
-            outputs = tuple(raw.outputs)
-            error = next((o for o in outputs if o["output_type"] == "error"), None)
-            exec_error = None if error is None else ExecError(error["ename"], error["evalue"],
-                                                              tuple(error["traceback"]))
-            out_of_memory = raw.ename == "MemoryError" or (error is not None and error["ename"] == "MemoryError")
-            if not raw.success and out_of_memory:
-                self._count("memory_limits")
-                self._drop_runtime(state)
-                return self._execution(code, ExecStatus.MEMORY_LIMIT, outputs, raw.duration_s,
-                                       raw.execution_count, exec_error, raw.dropped_chars, runtime.generation)
-            if self.config.disk_quota_mb is not None:
-                reason = self._over_disk_quota(state)
-                if reason is not None:
-                    return self._disk_limit(state, code, reason, started)
-            if not raw.success:
-                status = ExecStatus.ERROR
-                if exec_error is None:
-                    exec_error = ExecError("Error", "the cell failed without an error message")
-            else:
-                status = ExecStatus.TRUNCATED if raw.dropped_chars else ExecStatus.OK
-            state._history = state._history + (CellRecord(next(self._cell_uids), code),)
-            if self._memory_group() is None and (self._budget is not None or self.config.max_memory_mb is not None):
-                size = runtime.memory_bytes()  # no memory cgroup: the budgets count each state's USS after a cell
-                with self._lock:
-                    if state.id in self._live:
-                        self._uss[state.id] = size
-            self._touch(state)
-            return self._execution(code, status, outputs, raw.duration_s, raw.execution_count, exec_error,
-                                   raw.dropped_chars, runtime.generation)
-
-    def _branch(self, parent: State) -> State:
-        with parent._lock:
-            self._check_open()
-            parent._check_open()
-            child = State(self, next(self._ids), self.layout.new_state_dir(), parent._history, parent,
-                          parent._root_info)
-            with child._lock:
-                runtime = None
-                for _attempt in range(2):
-                    source = self._ensure_live(parent)
-                    if not source.can_fork:
-                        break
-                    try:
-                        runtime = self._within_budget(
-                            lambda: source.fork(child._workspace, next(self._generations),
-                                                self.config.startup_timeout_s), keep=(parent, child))
-                    except RuntimeDied as exc:
-                        log.warning("sandbox: branching state %d failed, rebuilding it: %s", parent.id, exc)
-                        self._drop_runtime(parent)
-                        continue
-                    if runtime is None:
-                        self._count("fork_fallbacks")
-                    else:
-                        self._count("forks")
-                    break
-                if runtime is None:
-                    runtime = self._rebuild(child, skip=parent)
-                self._touch(parent)
-                self._attach(child, runtime, keep=(parent,))
-                with self._lock:  # a branch starts with a copy of its parent's files
-                    self._disk[child.id] = self._disk.get(parent.id, 0)
-        return child
-
-    def _restore(self, parent: State, cells: tuple[str, ...]) -> State:
-        """A state recorded as ``parent`` + ``cells`` with no runtime yet: ``_ensure_live`` rebuilds it by replay
-        (exactly how an evicted state comes back)."""
-        for code in cells:
-            if not isinstance(code, str):
-                raise TypeError(f"State.restore: cells must be str, got {type(code).__name__}")
-        with parent._lock:
-            self._check_open()
-            parent._check_open()
-            history = parent._history + tuple(CellRecord(next(self._cell_uids), code) for code in cells)
-            state = State(self, next(self._ids), self.layout.new_state_dir(), history, parent, parent._root_info)
+    def _run(self, slot: StateSlot, code: str, timeout_s: float) -> Execution:
+        """Run a cell in ``slot`` (its lock held, both open)."""
+        runtime = self._ensure_live(slot)
+        self._count("runs")
+        started = time.monotonic()
+        try:
+            if self.config.disk_quota_mb is None or not runtime.watches_disk:
+                raw = runtime.run(code, timeout_s)
+            else:  # the runtime measures the workspaces while the cell runs
+                raw = runtime.run(code, timeout_s, over_quota=lambda: self._over_disk_quota(slot),
+                                  check_every_s=self.config.disk_check_s)
+        except RuntimeDiskLimit as exc:
+            return self._disk_limit(slot, code, str(exc), started)
+        except RuntimeTimeout as exc:
+            self._count("timeouts")
+            return self._failure(slot, code, ExecStatus.TIMEOUT, "TimeoutError", str(exc), started)
+        except RuntimeOutOfMemory as exc:
+            self._count("memory_limits")
+            return self._failure(slot, code, ExecStatus.MEMORY_LIMIT, "MemoryError", str(exc), started)
+        except RuntimeDied as exc:
+            self._count("deaths")
+            return self._failure(slot, code, ExecStatus.DIED, "RuntimeDied", str(exc), started)
+        outputs = tuple(raw.outputs)
+        error = next((o for o in outputs if o["output_type"] == "error"), None)
+        exec_error = None if error is None else ExecError(error["ename"], error["evalue"], tuple(error["traceback"]))
+        out_of_memory = raw.ename == "MemoryError" or (error is not None and error["ename"] == "MemoryError")
+        if not raw.success and out_of_memory:
+            self._count("memory_limits")
+            self._drop_runtime(slot)
+            return self._execution(code, ExecStatus.MEMORY_LIMIT, outputs, raw.duration_s, raw.execution_count,
+                                   exec_error, raw.dropped_chars, runtime.generation)
+        if self.config.disk_quota_mb is not None:
+            reason = self._over_disk_quota(slot)
+            if reason is not None:
+                return self._disk_limit(slot, code, reason, started)
+        if not raw.success:
+            status = ExecStatus.ERROR
+            if exec_error is None:
+                exec_error = ExecError("Error", "the cell failed without an error message")
+        else:
+            status = ExecStatus.TRUNCATED if raw.dropped_chars else ExecStatus.OK
+        slot.history = slot.history + (CellRecord(next(self._cell_uids), code),)
+        if self._memory_group() is None and (self._budget is not None or self.config.max_memory_mb is not None):
+            size = runtime.memory_bytes()  # no memory cgroup: the budgets count each state's USS after a cell
             with self._lock:
-                self._states[state.id] = state
-        return state
+                if slot.sid in self._live:
+                    self._uss[slot.sid] = size
+        self._touch(slot)
+        return self._execution(code, status, outputs, raw.duration_s, raw.execution_count, exec_error,
+                               raw.dropped_chars, runtime.generation)
 
-    def _over_disk_quota(self, state: State) -> str | None:
-        """Measure ``state``'s workspace; the reason when the sandbox's workspaces together pass the quota."""
-        size = tree_bytes(state._workspace)
+    def _branch(self, parent: StateSlot, slot: StateSlot, child: State) -> None:
+        """Give the new ``slot`` (handle ``child``) a runtime: a fork of ``parent``'s, else a replay (both locks
+        held, both open)."""
+        runtime: Runtime | None = None
+        for _attempt in range(2):
+            source = self._ensure_live(parent)
+            if not source.can_fork:
+                break
+            try:
+                runtime = self._within_budget(
+                    lambda: source.fork(slot.workspace, next(self._generations), self.config.startup_timeout_s),
+                    keep=(parent, slot))
+            except RuntimeDied as exc:
+                log.warning("sandbox: branching state %d failed, rebuilding it: %s", parent.sid, exc)
+                self._drop_runtime(parent)
+                continue
+            if runtime is None:
+                self._count("fork_fallbacks")
+            else:
+                self._count("forks")
+            break
+        if runtime is None:
+            runtime = self._rebuild(slot, skip=parent)
+        self._touch(parent)
+        self._attach(slot, runtime, keep=(parent,), handle=child)
+        with self._lock:  # a branch starts with a copy of its parent's files
+            self._disk[slot.sid] = self._disk.get(parent.sid, 0)
+
+    def _over_disk_quota(self, slot: StateSlot) -> str | None:
+        """Measure the state's workspace; the reason when the sandbox's workspaces together pass the quota."""
+        size = tree_bytes(slot.workspace)
         with self._lock:
-            self._disk[state.id] = size
+            self._disk[slot.sid] = size
             total = sum(self._disk.values())
         quota = self.config.disk_quota_mb
         if quota is None or total <= quota * 1024 * 1024:
@@ -491,74 +574,57 @@ class Sandbox:
         return (f"the sandbox's workspaces passed their disk quota ({quota} MiB; {total / 2**20:.0f} MiB with "
                 f"this cell's files): the cell was stopped and its files removed")
 
-    def _disk_limit(self, state: State, code: str, reason: str, started: float) -> Execution:
+    def _disk_limit(self, slot: StateSlot, code: str, reason: str, started: float) -> Execution:
         """The cell that passed the disk quota: its state's runtime and workspace go (the state comes back from
         its recorded cells on next use), so the space is free again."""
         self._count("disk_limits")
-        execution = self._failure(state, code, ExecStatus.DISK_LIMIT, "DiskQuotaExceeded", reason, started)
-        self.layout.discard(state._workspace)
+        execution = self._failure(slot, code, ExecStatus.DISK_LIMIT, "DiskQuotaExceeded", reason, started)
+        self.layout.discard(slot.workspace)
         with self._lock:
-            self._disk.pop(state.id, None)
+            self._disk.pop(slot.sid, None)
         return execution
 
-    def _close_state(self, state: State) -> None:
-        with state._lock:
-            if state._closed:
-                return
-            state._closed = True
-            with self._lock:
-                self._states.pop(state.id, None)
-                self._live.pop(state.id, None)
-                self._uss.pop(state.id, None)
-            runtime, state._runtime = state._runtime, None
-            if runtime is not None:
-                runtime.close()
-            if not self._closed:
-                self.layout.discard(state._workspace)
-            with self._lock:
-                self._disk.pop(state.id, None)
-
     # ---- runtime bookkeeping ----------------------------------------------------------------------------------
-    def _ensure_live(self, state: State) -> Any:
-        """The state's runtime, rebuilding it by replay when it was evicted or lost. Caller holds state._lock."""
-        runtime = state._runtime
+    def _ensure_live(self, slot: StateSlot) -> Runtime:
+        """The state's runtime, rebuilding it by replay when it was evicted or lost. Caller holds slot.lock."""
+        runtime = slot.runtime
         if runtime is not None and not runtime.closed:
             if runtime.alive:
                 return runtime
             # Its process is gone while idle (a cell of another state signalled it, or the zygote died): the
             # state comes back by replay instead of failing the next cell or branch.
             self._count("revivals")
-            self._drop_runtime(state)
-        runtime = self._rebuild(state, skip=None)
-        self._attach(state, runtime)
+            self._drop_runtime(slot)
+        runtime = self._rebuild(slot, skip=None)
+        self._attach(slot, runtime)
         return runtime
 
-    def _rebuild(self, state: State, skip: State | None) -> Any:
-        """A new runtime holding ``state``: fork the nearest live ancestor whose history is a prefix of the
+    def _rebuild(self, slot: StateSlot, skip: StateSlot | None) -> Runtime:
+        """A new runtime holding the state: fork the nearest live ancestor whose history is a prefix of the
         state's, then replay the remaining recorded cells; from a fresh runtime when no ancestor qualifies."""
-        target = state._history
-        runtime = None
+        target = slot.history
+        runtime: Runtime | None = None
         done = 0
-        ancestor = state.parent
-        self.layout.discard(state._workspace)
+        ancestor = slot.parent
+        self.layout.discard(slot.workspace)
         while ancestor is not None and runtime is None:
             candidate = ancestor
             ancestor = ancestor.parent
-            if candidate is skip or candidate._closed or candidate._runtime is None:
+            if candidate is skip or candidate.closed or candidate.runtime is None:
                 continue
-            n = len(candidate._history)
-            if n > len(target) or candidate._history != target[:n]:
+            n = len(candidate.history)
+            if n > len(target) or candidate.history != target[:n]:
                 continue
-            if not candidate._lock.acquire(blocking=False):
+            if not candidate.lock.acquire(blocking=False):
                 continue
             try:
-                source = candidate._runtime
+                source = candidate.runtime
                 if source is None or source.closed or not source.can_fork:
                     continue
                 try:
                     runtime = self._within_budget(
-                        lambda: source.fork(state._workspace, next(self._generations),
-                                            self.config.startup_timeout_s), keep=(state, candidate))
+                        lambda: source.fork(slot.workspace, next(self._generations),
+                                            self.config.startup_timeout_s), keep=(slot, candidate))
                 except RuntimeDied:
                     self._drop_runtime(candidate)
                     runtime = None
@@ -568,79 +634,90 @@ class Sandbox:
                     self._count("forks")
                     done = n
             finally:
-                candidate._lock.release()
+                candidate.lock.release()
         if runtime is None:
-            runtime = self._fresh_runtime(state, reuse_workspace=False)
+            runtime = self._fresh_runtime(slot, reuse_workspace=False)
         self._count("replays")
         for record in target[done:]:
             try:
                 raw = runtime.run(record.code, self.config.timeout_s)
             except (RuntimeTimeout, RuntimeDied) as exc:
                 runtime.close()
-                raise StateLostError(f"state {state.id} could not be rebuilt: replaying a recorded cell failed "
+                raise StateLostError(f"state {slot.sid} could not be rebuilt: replaying a recorded cell failed "
                                      f"({exc})") from exc
             if not raw.success:
-                log.debug("replayed cell of state %s raised again (expected for recorded errors)", state.id)
+                log.debug("replayed cell of state %s raised again (expected for recorded errors)", slot.sid)
             self._count("replayed_cells")
         return runtime
 
-    def _fresh_runtime(self, state: State, reuse_workspace: bool) -> Any:
-        info: _RootInfo = state._root_info
+    def _fresh_runtime(self, slot: StateSlot, reuse_workspace: bool) -> Runtime:
+        info = slot.root
+        workspace = slot.workspace
         if not reuse_workspace:
-            self.layout.make_state_dir(state._workspace)
+            self.layout.make_state_dir(workspace)
             for name in info.input_names:
-                (state._workspace / name).symlink_to(os.path.relpath(info.inputs_dir / name, state._workspace))
+                (workspace / name).symlink_to(os.path.relpath(info.inputs_dir / name, workspace))
         generation = next(self._generations)
-        if self._zygote is not None:
-            if not self._zygote.alive:
+        zygote = self._zygote
+        if zygote is not None:
+            if not zygote.alive:
                 self._restart_zygote()
             try:
-                return self._within_budget(lambda: self._zygote.spawn(state._workspace, generation), keep=(state,))
+                return self._within_budget(lambda: self._live_zygote().spawn(workspace, generation), keep=(slot,))
             except (RuntimeDied, OSError) as exc:
-                if self._zygote.alive:
+                if self._live_zygote().alive:
                     raise
                 log.warning("the sandbox runtime died (%s): restarting it", exc)
                 self._restart_zygote()
-                return self._zygote.spawn(state._workspace, generation)
-        return self._kernels.start(state._workspace, generation)
+                return self._live_zygote().spawn(workspace, generation)
+        assert self._kernels is not None
+        return self._kernels.start(workspace, generation)
 
-    def _attach(self, state: State, runtime: Any, keep: tuple[State, ...] = ()) -> None:
-        state._runtime = runtime
-        state._generation = runtime.generation
+    def _live_zygote(self) -> Zygote:
+        """The current zygote (the FORK backend; a restart replaces it)."""
+        assert self._zygote is not None
+        return self._zygote
+
+    def _attach(self, slot: StateSlot, runtime: Runtime, keep: tuple[StateSlot, ...] = (),
+                handle: State | None = None) -> None:
+        """Make ``runtime`` the state's live process; ``handle``: a new state's handle, registered now."""
+        slot.runtime = runtime
+        slot.generation = runtime.generation
         with self._lock:
             if self._closed:
                 runtime.close()
                 raise SandboxClosedError("the sandbox was closed while a state was being created")
-            self._states[state.id] = state
-            self._live[state.id] = state
-            self._live.move_to_end(state.id)
-            state._last_used = time.monotonic()
-        self._enforce_budget(keep=(state, *keep))
+            if handle is not None:
+                self._states[handle] = slot
+            self._live[slot.sid] = slot
+            self._live.move_to_end(slot.sid)
+            slot.last_used = time.monotonic()
+        self._enforce_budget(keep=(slot, *keep))
 
-    def _touch(self, state: State) -> None:
+    def _touch(self, slot: StateSlot) -> None:
         with self._lock:
-            if state.id in self._live:
-                self._live.move_to_end(state.id)
-            state._last_used = time.monotonic()
+            if slot.sid in self._live:
+                self._live.move_to_end(slot.sid)
+            slot.last_used = time.monotonic()
 
-    def _drop_runtime(self, state: State) -> None:
-        runtime, state._runtime = state._runtime, None
+    def _drop_runtime(self, slot: StateSlot) -> None:
+        runtime, slot.runtime = slot.runtime, None
         with self._lock:
-            self._live.pop(state.id, None)
-            self._uss.pop(state.id, None)
+            self._live.pop(slot.sid, None)
+            self._uss.pop(slot.sid, None)
         if runtime is not None:
             runtime.close()
 
-    def _failure(self, state: State, code: str, status: ExecStatus, ename: str, message: str,
+    def _failure(self, slot: StateSlot, code: str, status: ExecStatus, ename: str, message: str,
                  started: float) -> Execution:
-        generation = state._generation
-        self._drop_runtime(state)
+        generation = slot.generation
+        self._drop_runtime(slot)
         output = {"output_type": "error", "ename": ename, "evalue": message, "traceback": [f"{ename}: {message}"]}
         return self._execution(code, status, (output,), time.monotonic() - started, None,
                                ExecError(ename, message, tuple(output["traceback"])), 0, generation)
 
-    def _execution(self, code: str, status: ExecStatus, outputs: tuple, duration: float, count: int | None,
-                   error: ExecError | None, dropped: int, generation: int | None) -> Execution:
+    def _execution(self, code: str, status: ExecStatus, outputs: tuple[dict[str, Any], ...], duration: float,
+                   count: int | None, error: ExecError | None, dropped: int, generation: int | None) -> Execution:
         if dropped:
             outputs = outputs + ({"output_type": "stream", "name": "stderr",
                                   "text": f"\n[output truncated: {dropped} characters dropped]\n"},)
@@ -648,7 +725,7 @@ class Sandbox:
                          error=error, dropped_chars=dropped, generation=generation,
                          observation_chars=self.config.observation_chars)
 
-    def _within_budget(self, make: Any, keep: tuple[State, ...]) -> Any:
+    def _within_budget(self, make: Callable[[], _R], keep: tuple[StateSlot, ...]) -> _R:
         """Call ``make`` (a fork); while the process budget is full, evict the least recently used idle state and
         try again. Raises ProcessBudgetError when nothing is left to evict."""
         while True:
@@ -661,42 +738,20 @@ class Sandbox:
                         f"state is left to evict: running cells hold it ({exc})") from exc
                 log.info("process budget full: evicted an idle state to branch")
 
-    def _evict_one(self, keep: tuple[State, ...]) -> bool:
+    def _evict_one(self, keep: tuple[StateSlot, ...]) -> bool:
         """Evict the least recently used idle live state outside ``keep``; False when there is none."""
         with self._lock:
             candidates = [s for s in self._live.values() if all(s is not k for k in keep)]
-        return any(self._evict_state(s) for s in candidates)
+        return any(self.evict_idle(s) for s in candidates)
 
-    def _least_recent_idle(self, keep: tuple[Any, ...], tried: set[int]) -> tuple[float, State] | None:
-        """``(last use, state)`` of this sandbox's least recently used live state outside ``keep`` and ``tried``
-        (for the process-wide budget: it compares sandboxes by the time)."""
-        with self._lock:
-            for state in self._live.values():
-                if id(state) not in tried and all(state is not k for k in keep):
-                    return state._last_used, state
-        return None
-
-    def _evict_state(self, state: State) -> bool:
-        """Evict ``state`` if it is idle (its lock free) and live; True when it was."""
-        if not state._lock.acquire(blocking=False):
-            return False
-        try:
-            if state._runtime is None or self._closed:
-                return False
-            self._drop_runtime(state)
-            self._count("evictions")
-            return True
-        finally:
-            state._lock.release()
-
-    def _enforce_budget(self, keep: tuple[State, ...]) -> None:
+    def _enforce_budget(self, keep: tuple[StateSlot, ...]) -> None:
         """Evict least-recently-used idle states beyond the count cap and this sandbox's ``max_memory_mb``; then
         let the process-wide memory budget evict across sandboxes."""
         self._enforce_own_budget(keep)
         if self._budget is not None:
             self._budget.enforce(keep)
 
-    def _enforce_own_budget(self, keep: tuple[State, ...]) -> None:
+    def _enforce_own_budget(self, keep: tuple[StateSlot, ...]) -> None:
         cfg = self.config
         while True:
             with self._lock:
@@ -705,7 +760,3 @@ class Sandbox:
                 over_count = self.memory_in_use() > cfg.max_memory_mb * 1024 * 1024
             if not over_count or not self._evict_one(keep):  # only when over: eviction walks the live states
                 return
-
-
-# Re-exported for the package namespace.
-_ = (StartupError, StateClosedError)

@@ -1,19 +1,21 @@
-"""``State``: a handle on one notebook state (a node of the search tree). It owns no process itself — the
-Sandbox decides whether its state is a live runtime or an evicted record to be rebuilt by replay."""
+"""``State``: a handle on one notebook state (a node of the search tree). It owns no process itself: its Sandbox
+keeps what the state is (a ``StateSlot``: its folder, its recorded cells, its runtime while live) and decides
+whether that is a live runtime or an evicted record to be rebuilt by replay."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from sandbox.execution import Execution
-from sandbox.workspace import read_state_file
+from sandbox.runtime.base import Runtime
+from sandbox.runtime.workspace import read_state_file
 
 if TYPE_CHECKING:
     from sandbox.sandbox import Sandbox
 
-__all__ = ["State", "CellRecord", "StateClosedError"]
+__all__ = ["CellRecord", "RootInfo", "State", "StateClosedError", "StateSlot"]
 
 
 class StateClosedError(RuntimeError):
@@ -29,6 +31,32 @@ class CellRecord:
     code: str
 
 
+@dataclass(frozen=True)
+class RootInfo:
+    """The inputs of a root state, shared by all its descendants: the read-only folder of copies and their names
+    (each state's folder links to them)."""
+
+    inputs_dir: Path
+    input_names: tuple[str, ...]
+
+
+@dataclass(eq=False)
+class StateSlot:
+    """What a Sandbox keeps about one of its states. Only the Sandbox writes it, holding ``lock`` (one thread at a
+    time per state); the ``State`` handle reads it for its views. Compared by identity."""
+
+    sid: int
+    workspace: Path
+    history: tuple[CellRecord, ...]
+    parent: StateSlot | None
+    root: RootInfo
+    runtime: Runtime | None = None  # None: evicted, failed or not built yet (rebuilt by replay on next use)
+    generation: int | None = None
+    closed: bool = False
+    last_used: float = 0.0  # time.monotonic() of its last use (least recently used states are evicted first)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+
 class State:
     """A notebook state: namespace + working directory. Obtain from ``Sandbox.open_root`` or ``State.branch``.
 
@@ -36,19 +64,12 @@ class State:
     state; different states may be used from different threads.
     """
 
-    def __init__(self, sandbox: "Sandbox", sid: int, workspace: Path, history: tuple[CellRecord, ...],
-                 parent: "State | None", root_info: Any) -> None:
+    def __init__(self, sandbox: Sandbox, slot: StateSlot, parent: State | None) -> None:
+        """Made by the Sandbox only (``open_root``, ``branch``, ``restore``)."""
         self._sandbox = sandbox
-        self.id = sid
-        self._workspace = workspace
-        self._history = history
+        self._slot = slot
+        self.id = slot.sid
         self.parent = parent
-        self._root_info = root_info
-        self._runtime: Any = None
-        self._generation: int | None = None
-        self._lock = threading.RLock()
-        self._closed = False
-        self._last_used = 0.0
 
     # ---- public API ---------------------------------------------------------------------------------------
     def run(self, code: str, timeout: float | None = None) -> Execution:
@@ -58,64 +79,69 @@ class State:
         discarded and the failed cell is not recorded: the next use rebuilds the state from its recorded cells
         (new ``generation``).
         """
-        return self._sandbox._run(self, code, timeout)
+        return self._sandbox.run(self, code, timeout)
 
-    def branch(self) -> "State":
+    def branch(self) -> State:
         """An independent child state: a copy of this namespace and of this working directory."""
-        return self._sandbox._branch(self)
+        return self._sandbox.branch(self)
 
-    def restore(self, cells: "Sequence[str]") -> "State":
+    def restore(self, cells: Sequence[str]) -> State:
         """A descendant of this state that ran ``cells`` after it, built lazily: nothing runs now; its first
         ``run`` or ``branch`` replays the cells in a fork of this state (or of the nearest live ancestor).
 
         Why: a search whose process died saved its tree but not its live states; resuming it needs a state for
         every leaf still to expand, and most are never expanded again, so only those that are pay the replay.
         """
-        return self._sandbox._restore(self, tuple(cells))
+        return self._sandbox.restore(self, cells)
 
     def read_file(self, name: str) -> bytes:
         """Bytes of a file in this state's working directory (e.g. ``submission.csv``)."""
-        self._check_open()
-        info = self._root_info
-        return read_state_file(self._workspace, name, getattr(info, "inputs_dir", None))
+        if self._slot.closed:
+            raise StateClosedError(f"state {self.id} is closed")
+        return read_state_file(self._slot.workspace, name, self._slot.root.inputs_dir)
 
     def close(self) -> None:
         """Release the runtime and the working directory of this state. Children are not affected."""
-        self._sandbox._close_state(self)
+        self._sandbox.close_state(self)
 
     # ---- read-only views ------------------------------------------------------------------------------------
     @property
     def workspace(self) -> Path:
         """This state's working directory (cells run with it as cwd)."""
-        return self._workspace
+        return self._slot.workspace
 
     @property
     def generation(self) -> int | None:
         """Id of the process incarnation holding this state; changes when the state is rebuilt or respawned."""
-        return self._generation
+        return self._slot.generation
+
+    @property
+    def runtime_pid(self) -> int | None:
+        """Host pid of the process holding this state now; None while it is not live (evicted, failed, closed)
+        or when the backend does not know it. For measurements (CPU, memory of the process); changes with
+        ``generation``."""
+        runtime = self._slot.runtime
+        return None if runtime is None or self._slot.closed else runtime.pid
 
     @property
     def cells(self) -> tuple[str, ...]:
         """Recorded code of the path from the root to this state (cells that completed, in order)."""
-        return tuple(record.code for record in self._history)
+        return tuple(record.code for record in self._slot.history)
 
     @property
     def depth(self) -> int:
-        return len(self._history)
+        """Number of recorded cells from the root to this state."""
+        return len(self._slot.history)
 
     @property
     def live(self) -> bool:
         """Whether the state is held by a live runtime now (False: evicted or failed; rebuilt on next use)."""
-        return self._runtime is not None and not self._closed
+        return self._slot.runtime is not None and not self._slot.closed
 
     @property
     def closed(self) -> bool:
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StateClosedError(f"state {self.id} is closed")
+        return self._slot.closed
 
     def __repr__(self) -> str:
-        return (f"State(id={self.id}, depth={self.depth}, generation={self._generation}, "
-                f"live={self.live}, closed={self._closed})")
+        return (f"State(id={self.id}, depth={self.depth}, generation={self.generation}, "
+                f"live={self.live}, closed={self.closed})")

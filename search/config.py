@@ -173,7 +173,7 @@ class SearchConfig(BaseModel):
             price of selecting without the claimed leaves' outcomes (docs/search.md).
         max_trees_in_flight: trees the batched driver advances together (at most).
         fit_trees_to_memory: admit a tree only while the sandboxes' memory budget holds every tree in flight at
-            its peak of live states (``sandbox.budget.MemoryBudget.sandboxes_that_fit``), so the budget does not
+            its peak of live states (``sandbox.MemoryBudget.sandboxes_that_fit``), so the budget does not
             evict states the trees still need (each eviction comes back as a replay); ``max_trees_in_flight``
             stays the upper bound. False: always ``max_trees_in_flight`` trees, whatever memory they need.
     """

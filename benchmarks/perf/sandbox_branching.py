@@ -24,7 +24,7 @@ if str(REPO) not in sys.path:
 
 from benchmarks.paths import default_data_dir  # noqa: E402
 from sandbox import Sandbox, SandboxConfig  # noqa: E402
-from sandbox.runtime import uss_bytes  # noqa: E402
+from sandbox.runtime.base import uss_bytes  # noqa: E402
 
 TABLE = "Credit.csv"
 PATH = [
@@ -90,12 +90,12 @@ def branch_cpu_ms(state, n: int) -> float:
     """CPU time of one ``branch()`` (no cell): the host process, the forking state and the new state until it
     greets, mean over ``n``. CPU rather than wall time: it stays comparable on a shared, loaded machine, where the
     wall times swing by 10x."""
-    parent = state._runtime.pid
+    parent = state.runtime_pid
     total = 0
     for _ in range(n):
         host0, parent0 = time.process_time_ns(), _sched_ns(parent)
         child = state.branch()
-        total += (time.process_time_ns() - host0) + (_sched_ns(parent) - parent0) + _sched_ns(child._runtime.pid)
+        total += (time.process_time_ns() - host0) + (_sched_ns(parent) - parent0) + _sched_ns(child.runtime_pid)
         child.close()
     return round(total / n / 1e6, 3)
 
@@ -150,14 +150,14 @@ def main(argv: list[str] | None = None) -> int:
                 children = [state.branch() for _ in range(8)]
                 for child in children:
                     _check(child.run(PROBE), "probe for memory")
-                uss = [uss_bytes(c._runtime.pid) for c in children]
+                uss = [uss_bytes(c.runtime_pid) for c in children]
                 rss = []
                 for c in children:
-                    with open(f"/proc/{c._runtime.pid}/status", encoding="ascii") as fh:
+                    with open(f"/proc/{c.runtime_pid}/status", encoding="ascii") as fh:
                         rss += [int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:")]
                 result["uss_mb_per_state"] = round(statistics.mean(uss) / 2**20, 2)
                 result["rss_mb_per_state"] = round(statistics.mean(rss) / 2**20, 2)
-                result["uss_mb_state_d10"] = round(uss_bytes(state._runtime.pid) / 2**20, 2)
+                result["uss_mb_state_d10"] = round(uss_bytes(state.runtime_pid) / 2**20, 2)
             state.close()
         result["fork_stats"] = {k: v for k, v in vars(box.stats()).items()
                                 if isinstance(v, int) and not isinstance(v, bool)}

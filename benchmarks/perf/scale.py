@@ -58,8 +58,8 @@ if str(REPO) not in sys.path:
 
 from benchmarks.paths import default_data_dir  # noqa: E402
 from sandbox import ProcessBudgetError, Sandbox, SandboxConfig  # noqa: E402
-from sandbox.budget import MemoryBudget, process_budget  # noqa: E402
-from sandbox.runtime import pss_bytes, uss_bytes  # noqa: E402
+from sandbox.runtime.budget import MemoryBudget, process_budget  # noqa: E402
+from sandbox.runtime.base import pss_bytes, uss_bytes  # noqa: E402
 
 MB = 1024 * 1024
 TABLE = "Credit.csv"
@@ -208,7 +208,7 @@ def live_states(size: int, branches: int, table: Path, budget_on: bool, interlea
         checks: list[float] = []
         rows: list[dict[str, float]] = []
         threads = _kernel_threads()
-        parent_pid = root._runtime.pid
+        parent_pid = root.runtime_pid
         host_tid = threading.get_native_id()
         vm_before = _vmstat()
         threads_before = {name: sum(_schedstat(p)[0] for p in pids) for name, pids in threads.items()}
@@ -225,7 +225,7 @@ def live_states(size: int, branches: int, table: Path, budget_on: bool, interlea
                 t1 = time.perf_counter()
                 host1, parent1 = _schedstat(host_tid), _schedstat(parent_pid)
                 kernel1 = sum(_schedstat(p)[0] for pids in threads.values() for p in pids)
-                born = _schedstat(child._runtime.pid) if child._runtime is not None else (0.0, 0.0)
+                born = _schedstat(child.runtime_pid) if child.runtime_pid is not None else (0.0, 0.0)
                 times.append(t1 - t0)
                 arms[on].append(t1 - t0)
                 if budget is not None and on:
@@ -241,7 +241,7 @@ def live_states(size: int, branches: int, table: Path, budget_on: bool, interlea
         vm_after = _vmstat()
         threads_after = {name: sum(_schedstat(p)[0] for p in pids) for name, pids in threads.items()}
         stats = box.stats()
-        pids = [s._runtime.pid for s in states if s._runtime is not None]
+        pids = [s.runtime_pid for s in states if s.runtime_pid is not None]
         slow = sorted(rows, key=lambda r: r["wall"])[-max(1, len(rows) // 20):]
         out.update({
             "live_states": stats.live_states,
@@ -322,7 +322,7 @@ class _CpuAccount:
     hierarchies and leave this one alone. ``seconds()`` is None where no such group can be made."""
 
     def __init__(self) -> None:
-        from sandbox.limits import cgroup_parent
+        from sandbox.runtime.limits import cgroup_parent
 
         self.path: Path | None = None
         parent = cgroup_parent("cpuacct")

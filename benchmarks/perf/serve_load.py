@@ -81,8 +81,8 @@ def tree_rss_bytes(pid: int) -> int:
 
 def tree_pss_bytes(pid: int) -> int:
     """Proportional set size of process ``pid`` and its descendants (shared pages split between sharers), read
-    the way the sandbox reads its own (``sandbox.runtime.pss_bytes``: smaps_rollup, 0 for a process gone)."""
-    from sandbox.runtime import pss_bytes
+    the way the sandbox reads its own (``sandbox.runtime.base.pss_bytes``: smaps_rollup, 0 for a process gone)."""
+    from sandbox.runtime.base import pss_bytes
 
     return sum(pss_bytes(proc.pid) for proc in _process_tree(pid))
 

@@ -41,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def host_checks() -> list[Check]:
     """What the machine offers the sandbox, looked at without starting one."""
-    from sandbox.isolation import LANDLOCK_SIGNAL_ABI, bwrap_works, landlock_abi
+    from sandbox.runtime.isolation import LANDLOCK_SIGNAL_ABI, bwrap_works, landlock_abi
 
     bwrap = shutil.which("bwrap")
     namespaces = _read("/proc/sys/user/max_user_namespaces")

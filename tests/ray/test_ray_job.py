@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture()
 def ray_head(tmp_path):
     # Outside /tmp: bubblewrap gives each sandbox runtime a private /tmp, which would hide the job's working
-    # dir (Ray unpacks it under its temp dir) and with it sandbox/_server.py. Short: socket paths <= 107 bytes.
+    # dir (Ray unpacks it under its temp dir) and with it sandbox/runtime/_server.py. Short: socket paths <= 107 bytes.
     temp_dir = Path("/var/tmp") / f"jh-{os.getpid()}-{time.monotonic_ns() % 10**6}"
     port, dash = free_port(), free_port()
     # The job's entrypoint names a bare `python`, as a user's would: on a real cluster that is the activated

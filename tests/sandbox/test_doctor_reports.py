@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from sandbox import Guarantee
-from sandbox.isolation import bwrap_works
+from sandbox.runtime.isolation import bwrap_works
 
 
 def _doctor(tmp_path: Path, *argv: str, path: str | None = None) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""Starting a runtime without forking the host (``sandbox.launcher``): what a preexec_fn did still happens."""
+"""Starting a runtime without forking the host (``sandbox.runtime.launcher``): what a preexec_fn did still happens."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,10 +14,10 @@ from pathlib import Path
 import psutil
 
 from sandbox import Sandbox, SandboxConfig
-from sandbox.launcher import launch_argv
+from sandbox.runtime.launcher import launch_argv
 
 LIGHT = SandboxConfig(preload_modules=(), timeout_s=60)
-SERVER = Path(__file__).resolve().parents[2] / "sandbox" / "_server.py"
+SERVER = Path(__file__).resolve().parents[2] / "sandbox" / "runtime" / "_server.py"
 AUTOGROUP = Path("/proc/self/autogroup")
 PRINT_PRIORITY = ("import os, pathlib\np = pathlib.Path('/proc/self/autogroup')\n"
                   "print(os.nice(0), '|', p.read_text().strip() if p.exists() else '')")

@@ -75,7 +75,7 @@ def test_reset_ends_the_trees_states_and_files_and_keeps_the_zygote(tmp_path):
         root = box.open_root([first])
         child = root.branch()
         child.run("x = 41\nopen('made.txt', 'w').write('old tree')")
-        runtimes = {s._runtime.pid for s in (root, child)}
+        runtimes = {s.runtime_pid for s in (root, child)}
         assert box.reset() is True
         assert root.closed and child.closed
         assert _wait_gone(runtimes) == set()
@@ -93,7 +93,7 @@ def test_close_kills_every_runtime_and_reaps_them():
     root = box.open_root()
     kids = [root.branch() for _ in range(3)]
     kids[0].run("import subprocess; p = subprocess.Popen(['sleep', '600'])")
-    pids = {s._runtime.pid for s in [root, *kids]}
+    pids = {s.runtime_pid for s in [root, *kids]}
     pids |= {p.pid for pid in pids for p in psutil.Process(pid).children(recursive=True)}
     box.close()
     assert _wait_gone(pids) == set()
@@ -120,7 +120,7 @@ def test_runtimes_die_when_the_host_is_killed(tmp_path, isolation):
         box = Sandbox(SandboxConfig(preload_modules=(), root_dir={str(tmp_path / 'sb')!r}, isolation={isolation!r}))
         root = box.open_root()
         kids = [root.branch() for _ in range(2)]
-        print(" ".join(str(s._runtime.pid) for s in [root, *kids]), flush=True)
+        print(" ".join(str(s.runtime_pid) for s in [root, *kids]), flush=True)
         time.sleep(600)
     """)
     host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
@@ -227,7 +227,7 @@ def test_nice_lowers_the_cells_priority_as_processes_and_as_a_session():
 def test_lowering_priority_never_touches_the_callers_session():
     """Only a session that holds nothing but the sandbox gets its share lowered: a process that did not start
     its own session lowers its own niceness only."""
-    code = ("from sandbox.limits import lower_priority; import os, pathlib\nlower_priority(5)\n"
+    code = ("from sandbox.runtime.limits import lower_priority; import os, pathlib\nlower_priority(5)\n"
             "p = pathlib.Path('/proc/self/autogroup')\nprint(os.nice(0), p.read_text().strip() if p.exists() else '-')")
     shared = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=Path(__file__).resolve().parents[2]).stdout.split(" ", 1)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sandbox import Sandbox, SandboxConfig
-from sandbox import budget as budget_module
-from sandbox.budget import STATE_PRIOR_BYTES, MemoryBudget, default_limit_bytes
+from sandbox.runtime import budget as budget_module
+from sandbox.runtime.budget import STATE_PRIOR_BYTES, MemoryBudget, default_limit_bytes
 
 MB = 1024 * 1024
 GROW = "x = bytearray({mb} * 1024 * 1024)\nx[::4096] = b'1' * len(x[::4096])\nlen(x)"
@@ -51,8 +51,8 @@ def test_checking_the_budget_reads_no_state_smaps_where_a_memory_cgroup_counts(m
         def no_smaps(*_args):
             raise AssertionError("smaps read on the branch path")
 
-        monkeypatch.setattr("sandbox.runtime.uss_bytes", no_smaps)
-        monkeypatch.setattr("sandbox.runtime.ForkRuntime.memory_bytes", no_smaps)
+        monkeypatch.setattr("sandbox.runtime.fork.uss_bytes", no_smaps)
+        monkeypatch.setattr("sandbox.runtime.fork.ForkRuntime.memory_bytes", no_smaps)
         for _ in range(3):
             root.branch().run("1")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from sandbox import Sandbox, SandboxConfig
-from sandbox.launcher import launch_argv
-from sandbox.limits import CGROUP_ENV, PidsCgroup, ProcessBudget, pids_cgroup_parent
+from sandbox.runtime.launcher import launch_argv
+from sandbox.runtime.limits import CGROUP_ENV, PidsCgroup, ProcessBudget, pids_cgroup_parent
 
 
 def _usable_parent() -> Path | None:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sandbox import protocol
+from sandbox.runtime import protocol
 
 
 @pytest.fixture()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import ExecStatus, Sandbox, SandboxConfig
-from sandbox.isolation import bwrap_works
+from sandbox.runtime.isolation import bwrap_works
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is not usable here")
 

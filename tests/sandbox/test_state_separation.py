@@ -96,7 +96,7 @@ def test_a_dead_zygote_is_restarted_and_the_tree_goes_on(box):
     os.killpg(box._zygote.pid, signal.SIGKILL)
     box._zygote._proc.wait(timeout=10)
     deadline = time.monotonic() + 10  # the states follow the zygote (parent-death signal, PID namespace)
-    while child._runtime.alive and time.monotonic() < deadline:
+    while child._slot.runtime.alive and time.monotonic() < deadline:
         time.sleep(0.01)
     assert child.run("x * y").result == "30"
     assert root.branch().run("x").result == "5"
@@ -232,9 +232,9 @@ def test_runtimes_moved_into_a_states_group_are_not_killed_with_it(box):
     other = root.branch()
     other.run("y = 2")
     doomed = root.branch()
-    assert doomed._runtime.group.add(box._zygote.host_pid) and doomed._runtime.group.add(other._runtime.pid)
+    assert doomed._slot.runtime.group.add(box._zygote.host_pid) and doomed._slot.runtime.group.add(other.runtime_pid)
     doomed.close()
-    assert box._zygote.alive and other._runtime.alive
+    assert box._zygote.alive and other._slot.runtime.alive
     assert other.run("x + y").result == "3" and root.branch().run("x").result == "1"
     assert box.stats().revivals == 0 and box.stats().zygote_restarts == 0
 
@@ -289,7 +289,7 @@ def test_cells_share_one_cpu_group(box):
     state = box.open_root()
     state.run("import subprocess\np = subprocess.Popen(['sleep', '305.25'])")
     members = {int(p) for p in (cpu / "cgroup.procs").read_text().split()}
-    assert set(_started("305.25")) <= members and state._runtime.pid in members
+    assert set(_started("305.25")) <= members and state.runtime_pid in members
     state.close()
 
 
@@ -299,4 +299,4 @@ def test_per_state_cgroups_can_be_turned_off_and_the_guarantees_say_so():
     with Sandbox(SandboxConfig(state_cgroups=False, preload_modules=())) as plain:
         assert not {Guarantee.PROCESSES_CONTAINED, Guarantee.STATE_MEMORY} & plain.guarantees
         state = plain.open_root()
-        assert state._runtime.group is None and state.branch().run("1 + 1").result == "2"
+        assert state._slot.runtime.group is None and state.branch().run("1 + 1").result == "2"

@@ -31,8 +31,8 @@ def test_config_errors_name_the_field(field, value):
 
 
 def test_runtime_env_merges_the_huge_page_tunable(monkeypatch, tmp_path):
-    from sandbox.runtime import runtime_env
-    from sandbox.workspace import Layout
+    from sandbox.runtime.base import runtime_env
+    from sandbox.runtime.workspace import Layout
 
     layout = Layout(tmp_path, shared_writable=False)
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0")

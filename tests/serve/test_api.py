@@ -210,7 +210,7 @@ def test_non_loopback_host_needs_a_token(tmp_path):
 
 
 def test_the_sandbox_sees_only_its_own_job(start_server, tmp_path):
-    from sandbox.isolation import bwrap_works
+    from sandbox.runtime.isolation import bwrap_works
 
     if not bwrap_works():
         pytest.skip("bubblewrap does not work here: without it the sandbox has no filesystem isolation")

@@ -435,7 +435,7 @@ class Server:
 def _join_own_groups(fds):
     """Move this new state into its own cgroups: write ``0`` (this thread, the only one after ``fork``) into each
     ``tasks`` descriptor the host opened and sent with the fork request, then close it. A process that moves
-    itself skips the kernel's RCU wait that the host's move costs (``sandbox.limits.StateGroup``). True when every
+    itself skips the kernel's RCU wait that the host's move costs (``sandbox.runtime.limits.StateGroup``). True when every
     move worked (the host checks, and moves the state itself otherwise)."""
     joined = bool(fds)
     for fd in fds:
@@ -638,7 +638,7 @@ def _enter_own_view(view):
     is given back when the state ends (it used to stay until the whole sandbox closed). The mounts come from a
     namespace that cannot unmount them once the capabilities are dropped (a nested namespace sees them locked).
     Other states' workspaces are on the same disk folder but unreachable: ``states/`` cannot be listed and
-    workspace names carry a random part (``sandbox.workspace``)."""
+    workspace names carry a random part (``sandbox.runtime.workspace``)."""
     _prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # else /proc/self/uid_map belongs to root after the uid drop
     _check(_unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare")
     for name, text in view.id_maps:

@@ -21,12 +21,11 @@ import os
 import threading
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
-if TYPE_CHECKING:  # pragma: no cover
-    from sandbox.sandbox import Sandbox
+from sandbox.config import SandboxConfig
 
-__all__ = ["BUDGET_ENV", "MemoryBudget", "default_limit_bytes", "process_budget", "set_process_budget"]
+__all__ = ["BUDGET_ENV", "Member", "MemoryBudget", "default_limit_bytes", "process_budget", "set_process_budget"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ def _meminfo_available(meminfo: str = "/proc/meminfo") -> int | None:
 
 def _cgroup_room() -> int | None:
     """Room left under the memory limit of this process's own cgroup (a container's), None without a limit."""
-    from sandbox.limits import cgroup_parent
+    from sandbox.runtime.limits import cgroup_parent
 
     group = cgroup_parent("memory")
     if group is None:
@@ -90,6 +89,22 @@ def default_limit_bytes() -> int:
     return max(512 * _MB, int(base * DEFAULT_SHARE))
 
 
+class Member(Protocol):
+    """What the budget asks of a member sandbox (``sandbox.Sandbox``): its memory now and a way to evict its
+    least recently used idle state. ``keep``: states never to evict (compared by identity), ``tried``: ``id()`` of
+    states already tried."""
+
+    config: SandboxConfig
+
+    def memory_in_use(self) -> int: ...
+
+    def memory_shape(self) -> tuple[int, int, int]: ...
+
+    def least_recent_idle(self, keep: tuple[object, ...], tried: set[int]) -> tuple[float, object] | None: ...
+
+    def evict_idle(self, slot: object) -> bool: ...
+
+
 class MemoryBudget:
     """A memory budget shared by sandboxes: when their live states together pass ``limit_bytes``, the least
     recently used idle state of *any* of them is evicted (it comes back by replay when used again), until the sum
@@ -99,23 +114,23 @@ class MemoryBudget:
         if not (isinstance(limit_bytes, int) and limit_bytes > 0):
             raise ValueError(f"MemoryBudget.limit_bytes must be a positive number of bytes, got {limit_bytes!r}")
         self.limit_bytes = limit_bytes
-        self._sandboxes: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
+        self._sandboxes: "weakref.WeakSet[Member]" = weakref.WeakSet()
         self._lock = threading.Lock()
         self._evicting = threading.Lock()
         self.evictions = 0
         self.peak_bytes = 0
         self.reached = 0  # checks that found the sum over the budget
 
-    def join(self, sandbox: "Sandbox") -> None:
+    def join(self, sandbox: Member) -> None:
         with self._lock:
             self._sandboxes.add(sandbox)
 
-    def leave(self, sandbox: "Sandbox") -> None:
+    def leave(self, sandbox: Member) -> None:
         with self._lock:
             self._sandboxes.discard(sandbox)
 
     @property
-    def sandboxes(self) -> list["Sandbox"]:
+    def sandboxes(self) -> list[Member]:
         with self._lock:
             return list(self._sandboxes)
 
@@ -146,7 +161,7 @@ class MemoryBudget:
         kept = min(states, max(shape[3] for shape in shapes))
         return max(1, int(self.limit_bytes // max(1.0, base + kept * per_state)))
 
-    def enforce(self, keep: tuple[Any, ...] = ()) -> int:
+    def enforce(self, keep: tuple[object, ...] = ()) -> int:
         """Evict least recently used idle states (of any member sandbox, never one in ``keep``) while the sum is
         over the budget; returns how many were evicted. One caller evicts at a time; a concurrent caller returns
         at once (the one evicting brings the sum down for both)."""
@@ -161,7 +176,7 @@ class MemoryBudget:
             while self.usage_bytes() > self.limit_bytes:
                 victim = None
                 for sb in self.sandboxes:
-                    candidate = sb._least_recent_idle(keep, tried)
+                    candidate = sb.least_recent_idle(keep, tried)
                     if candidate is not None and (victim is None or candidate[0] < victim[0]):
                         victim = (candidate[0], sb, candidate[1])
                 if victim is None:
@@ -170,7 +185,7 @@ class MemoryBudget:
                     break
                 _, sb, state = victim
                 tried.add(id(state))
-                if sb._evict_state(state):
+                if sb.evict_idle(state):
                     evicted += 1
         finally:
             self.evictions += evicted

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-log = logging.getLogger("sandbox.limits")
+log = logging.getLogger("sandbox.runtime.limits")
 
 #: ``SandboxConfig.rlimits()`` names -> the ``setrlimit`` resources.
 RLIMITS = {

@@ -22,6 +22,8 @@ _warned = False
 _MOUNT = "/tmp/jupiter-sandbox"  # inside the runtime's private /tmp
 #: Host paths bound read-only for every runtime (symlinks, as on merged-/usr systems, are made as links).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+#: The ``sandbox`` package's folder, bound read-only for the runtimes: ``runtime/_server.py`` is started by path.
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ LANDLOCK_SIGNAL_ABI = 6
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version (0: none). Each fork-backend state enters a Landlock domain of its own
     that scopes its signals and its ptrace / ``/proc/<pid>/root`` access to itself and its branches
-    (``sandbox._server._scope_signals``); it needs ABI 6."""
+    (``sandbox.runtime._server._scope_signals``); it needs ABI 6."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     version = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # ..._VERSION flag
@@ -126,7 +128,7 @@ def plan_isolation(config: SandboxConfig, root_dir: Path, readonly_dirs: tuple[P
     # joblib / multiprocessing need a writable /dev/shm (else every cell that uses them warns on stderr).
     cmd += ["--perms", "1777", "--tmpfs", "/dev/shm"]
     needed = {Path(sys.prefix), Path(sys.base_prefix), Path(config.python).parent.parent,
-              Path(os.path.realpath(config.python)).parent.parent, Path(__file__).resolve().parent,
+              Path(os.path.realpath(config.python)).parent.parent, _PACKAGE,
               *(Path(p) for p in config.readonly_paths)}
     bound = [Path(top) for top in SYSTEM_PATHS]
     made: set[Path] = set()

@@ -14,12 +14,12 @@ import queue
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sandbox.config import SandboxConfig
-from sandbox.limits import apply_limits
-from sandbox.runtime import RawResult, RuntimeDied, RuntimeTimeout, StartupError, runtime_env, uss_bytes
-from sandbox.workspace import Layout
+from sandbox.runtime.base import RawResult, RuntimeDied, RuntimeTimeout, StartupError, runtime_env, uss_bytes
+from sandbox.runtime.limits import apply_limits
+from sandbox.runtime.workspace import Layout
 
 __all__ = ["KernelFactory", "KernelRuntime"]
 
@@ -59,6 +59,7 @@ class KernelRuntime:
     """One kernel process holding one notebook state."""
 
     can_fork = False
+    watches_disk = False  # its files are measured after each cell (``run`` ignores ``over_quota``)
 
     def __init__(self, config: SandboxConfig, layout: Layout, workspace: Path, generation: int) -> None:
         from jupyter_client.manager import KernelManager
@@ -86,7 +87,8 @@ class KernelRuntime:
     def alive(self) -> bool:
         return not self.closed and self._km.is_alive()
 
-    def run(self, code: str, timeout_s: float, store_history: bool = True) -> RawResult:
+    def run(self, code: str, timeout_s: float, over_quota: Callable[[], str | None] | None = None,
+            check_every_s: float = 0.5, store_history: bool = True) -> RawResult:
         if self.closed:
             raise RuntimeDied("kernel already closed")
         deadline = time.monotonic() + timeout_s
