@@ -8,8 +8,7 @@ from sandbox.execution import ExecError, ExecStatus, Execution
 from sandbox.runtime.base import StartupError
 from sandbox.runtime.budget import MemoryBudget, process_budget, set_process_budget
 from sandbox.runtime.workspace import WorkspaceError
-from sandbox.sandbox import (Guarantee, ProcessBudgetError, Sandbox, SandboxClosedError, SandboxStats,
-                             StateLostError)
+from sandbox.sandbox import Guarantee, ProcessBudgetError, Sandbox, SandboxClosedError, SandboxStats, StateLostError
 from sandbox.state import State, StateClosedError
 
 __all__ = [

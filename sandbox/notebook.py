@@ -1,7 +1,8 @@
 """Export a path of executed cells as a valid nbformat v4 notebook (outputs included)."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import nbformat
 from nbformat import v4

@@ -8,18 +8,25 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sandbox.config import Backend, SandboxConfig
 from sandbox.execution import ExecError, ExecStatus, Execution
-from sandbox.runtime.base import (ProcessBudgetFull, Runtime, RuntimeDied, RuntimeDiskLimit, RuntimeOutOfMemory,
-                                  RuntimeTimeout, uss_bytes)
+from sandbox.runtime.base import (
+    ProcessBudgetFull,
+    Runtime,
+    RuntimeDied,
+    RuntimeDiskLimit,
+    RuntimeOutOfMemory,
+    RuntimeTimeout,
+    uss_bytes,
+)
 from sandbox.runtime.budget import MemoryBudget, process_budget
 from sandbox.runtime.fork import Zygote
-from sandbox.runtime.isolation import (LANDLOCK_SIGNAL_ABI, IsolationPlan, bwrap_works, landlock_abi,
-                                       plan_isolation)
+from sandbox.runtime.isolation import LANDLOCK_SIGNAL_ABI, IsolationPlan, bwrap_works, landlock_abi, plan_isolation
 from sandbox.runtime.limits import PidsCgroup, ProcessBudget, SandboxGroups, open_process_budget
 from sandbox.runtime.workspace import Layout, tree_bytes
 from sandbox.state import CellRecord, RootInfo, State, StateClosedError, StateSlot
@@ -254,7 +261,7 @@ class Sandbox:
                       groups=self._groups)
 
     # ---- context manager ----------------------------------------------------------------------------------
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -543,9 +550,7 @@ class Sandbox:
             if not source.can_fork:
                 break
             try:
-                runtime = self._within_budget(
-                    lambda: source.fork(slot.workspace, next(self._generations), self.config.startup_timeout_s),
-                    keep=(parent, slot))
+                runtime = self._fork(source, slot, keep=(parent, slot))
             except RuntimeDied as exc:
                 log.warning("sandbox: branching state %d failed, rebuilding it: %s", parent.sid, exc)
                 self._drop_runtime(parent)
@@ -622,9 +627,7 @@ class Sandbox:
                 if source is None or source.closed or not source.can_fork:
                     continue
                 try:
-                    runtime = self._within_budget(
-                        lambda: source.fork(slot.workspace, next(self._generations),
-                                            self.config.startup_timeout_s), keep=(slot, candidate))
+                    runtime = self._fork(source, slot, keep=(slot, candidate))
                 except RuntimeDied:
                     self._drop_runtime(candidate)
                     runtime = None
@@ -724,6 +727,11 @@ class Sandbox:
         return Execution(code=code, status=status, outputs=outputs, duration_s=duration, execution_count=count,
                          error=error, dropped_chars=dropped, generation=generation,
                          observation_chars=self.config.observation_chars)
+
+    def _fork(self, source: Runtime, slot: StateSlot, keep: tuple[StateSlot, ...]) -> Runtime | None:
+        """A fork of ``source`` working in ``slot``'s folder (None: it cannot fork now, e.g. extra live threads)."""
+        return self._within_budget(
+            lambda: source.fork(slot.workspace, next(self._generations), self.config.startup_timeout_s), keep=keep)
 
     def _within_budget(self, make: Callable[[], _R], keep: tuple[StateSlot, ...]) -> _R:
         """Call ``make`` (a fork); while the process budget is full, evict the least recently used idle state and

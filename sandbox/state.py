@@ -4,9 +4,10 @@ whether that is a live runtime or an evicted record to be rebuilt by replay."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from sandbox.execution import Execution
 from sandbox.runtime.base import Runtime

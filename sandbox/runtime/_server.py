@@ -12,7 +12,8 @@ Process tree rules (why they look like this):
 - the zygote reaps every exited runtime (SIGCHLD handler): no zombies.
 
 Only the standard library and IPython are imported here; the frame format (``protocol.py``) and the limits
-(``limits.py``) are loaded by path, and this folder is removed from ``sys.path`` so that user cells cannot import our modules by accident.
+(``limits.py``) are loaded by path, and this folder is removed from ``sys.path`` so that user cells cannot import our
+modules by accident.
 """
 import os
 import sys
@@ -293,7 +294,7 @@ class Server:
                     os._exit(0)
                 self._become_child(request, fds[0], fds[1] if len(fds) > 1 else None, fds[2:],
                                    reparented=double or self.is_zygote)
-            except BaseException:  # noqa: BLE001 - a half-born child must never return into the parent's loop
+            except BaseException:  # a half-born child must never return into the parent's loop
                 try:  # its last words, for the host's error (``Zygote.died_starting``)
                     _report(("a new state failed before its hello: " + traceback.format_exc().strip()).encode())
                 finally:
@@ -435,8 +436,8 @@ class Server:
 def _join_own_groups(fds):
     """Move this new state into its own cgroups: write ``0`` (this thread, the only one after ``fork``) into each
     ``tasks`` descriptor the host opened and sent with the fork request, then close it. A process that moves
-    itself skips the kernel's RCU wait that the host's move costs (``sandbox.runtime.limits.StateGroup``). True when every
-    move worked (the host checks, and moves the state itself otherwise)."""
+    itself skips the kernel's RCU wait that the host's move costs (``sandbox.runtime.limits.StateGroup``). True when
+    every move worked (the host checks, and moves the state itself otherwise)."""
     joined = bool(fds)
     for fd in fds:
         try:
@@ -799,13 +800,13 @@ def _warm_tracebacks(shell):
     import pandas
 
     for make in (lambda: pandas.DataFrame({"a": [1]})["b"], lambda: pandas.Series([1.0]).meen(),
-                 lambda: eval("undefined_name_")):  # noqa: S307 - a fixed expression
+                 lambda: eval("undefined_name_")):  # a fixed expression
         try:
             make()
-        except Exception:  # noqa: BLE001 - the point is to format whatever it raised
+        except Exception:  # the point is to format whatever it raised
             try:
                 shell.InteractiveTB.structured_traceback(*sys.exc_info())
-            except Exception:  # noqa: BLE001 - a warm-up that fails only leaves the caches cold
+            except Exception:  # a warm-up that fails only leaves the caches cold
                 pass
     shell.InteractiveTB.tb = None  # no frames of the warm-up kept alive
 
@@ -857,7 +858,7 @@ def main():
     settings = json.loads(sys.argv[1])
     try:
         server, preloaded, check = _start(settings)
-    except BaseException as exc:  # noqa: BLE001 - report any start-up failure to the host, then exit
+    except BaseException as exc:  # report any start-up failure to the host, then exit
         protocol.send_frame(socket.socket(fileno=int(settings["fd"])), {
             "op": "hello", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()})
         os._exit(3)

@@ -3,9 +3,10 @@ state), a cell's raw result, the runtime errors, the runtimes' environment and m
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from sandbox.runtime.isolation import IsolationPlan
 from sandbox.runtime.workspace import Layout

@@ -114,7 +114,7 @@ class MemoryBudget:
         if not (isinstance(limit_bytes, int) and limit_bytes > 0):
             raise ValueError(f"MemoryBudget.limit_bytes must be a positive number of bytes, got {limit_bytes!r}")
         self.limit_bytes = limit_bytes
-        self._sandboxes: "weakref.WeakSet[Member]" = weakref.WeakSet()
+        self._sandboxes: weakref.WeakSet[Member] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._evicting = threading.Lock()
         self.evictions = 0

@@ -16,14 +16,23 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from sandbox.config import SandboxConfig
 from sandbox.runtime import protocol
-from sandbox.runtime.base import (ProcessBudgetFull, RawResult, RuntimeDied, RuntimeDiskLimit, RuntimeOutOfMemory,
-                                  RuntimeTimeout, StartupError, runtime_env, uss_bytes)
+from sandbox.runtime.base import (
+    ProcessBudgetFull,
+    RawResult,
+    RuntimeDied,
+    RuntimeDiskLimit,
+    RuntimeOutOfMemory,
+    RuntimeTimeout,
+    StartupError,
+    runtime_env,
+    uss_bytes,
+)
 from sandbox.runtime.isolation import IsolationPlan
 from sandbox.runtime.launcher import launch_argv
 from sandbox.runtime.limits import PidsCgroup, SandboxGroups, StateGroup
@@ -134,7 +143,7 @@ class ForkRuntime:
     can_fork = True
     watches_disk = True
 
-    def __init__(self, born: _Born, generation: int, zygote: "Zygote", group: StateGroup | None) -> None:
+    def __init__(self, born: _Born, generation: int, zygote: Zygote, group: StateGroup | None) -> None:
         self.sock = born.sock
         self.fault_fd = born.fault_fd
         self.pid = born.host_pid
@@ -182,7 +191,7 @@ class ForkRuntime:
                          execution_count=reply.get("execution_count"), duration_s=reply["duration_s"],
                          dropped_chars=int(reply.get("dropped_chars", 0)), ename=reply.get("ename"))
 
-    def fork(self, workspace: Path, generation: int, timeout_s: float) -> "ForkRuntime | None":
+    def fork(self, workspace: Path, generation: int, timeout_s: float) -> ForkRuntime | None:
         """A new runtime holding a copy of this state, working in ``workspace`` (copied from ours).
         None when forking is unsafe (extra live threads)."""
         self.zygote.layout.make_state_dir(workspace)
@@ -335,7 +344,7 @@ class Zygote:
         cgroup = self.cgroup
         nice = self.config.nice
 
-        # No preexec_fn: it would make subprocess fork the whole host (``sandbox.runtime.launcher`` says why that matters)
+        # No preexec_fn: it would make subprocess fork the whole host (``sandbox.runtime.launcher`` says why)
         if self.groups is not None:
             procs = self.groups.procs_files
         else:

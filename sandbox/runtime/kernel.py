@@ -13,8 +13,9 @@ import logging
 import queue
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sandbox.config import SandboxConfig
 from sandbox.runtime.base import RawResult, RuntimeDied, RuntimeTimeout, StartupError, runtime_env, uss_bytes
@@ -40,7 +41,7 @@ class KernelFactory:
             raise StartupError(f"no Jupyter kernel named {config.kernel_name!r} is installed "
                                f"(SandboxConfig.kernel_name; for python3: pip install ipykernel)") from exc
 
-    def start(self, workspace: Path, generation: int) -> "KernelRuntime":
+    def start(self, workspace: Path, generation: int) -> KernelRuntime:
         runtime = KernelRuntime(self.config, self.layout, workspace, generation)
         try:
             raw = runtime.run("1+1", self.config.startup_timeout_s, store_history=False)
@@ -77,7 +78,7 @@ class KernelRuntime:
             self._kc = self._km.blocking_client()
             self._kc.start_channels()
             self._kc.wait_for_ready(timeout=config.startup_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - any start failure is reported with the kernel's name
+        except Exception as exc:  # any start failure is reported with the kernel's name
             self._shutdown()
             raise StartupError(f"kernel {config.kernel_name!r} failed to start: {exc}") from exc
         provisioner = getattr(self._km, "provisioner", None)

@@ -4,8 +4,8 @@ Why not ``subprocess.Popen(preexec_fn=...)``: a ``preexec_fn`` makes CPython ``f
 ``vfork()``-ing it, and the fork copies the host's page tables while the host holds the GIL. The spawn call took
 30-34 ms for a 122 MB host and 112-122 ms for a 1.3 GB one (a model in-process), and the host's other threads
 stalled for up to 20 and 59 ms: every tree a service starts held up its event loop
-(``benchmarks/perf/sandbox_start.py`` measures it; docs/sandbox.md has the numbers). CPython's documentation also warns that a ``preexec_fn`` can deadlock in a host with threads, and a
-service is nothing but threads.
+(``benchmarks/perf/sandbox_start.py`` measures it; docs/sandbox.md has the numbers). CPython's documentation also warns
+that a ``preexec_fn`` can deadlock in a host with threads, and a service is nothing but threads.
 
 What the ``preexec_fn`` did, and where it happens now:
 - join the sandbox's pids cgroup before anything is started: the shell writes its own pid into
@@ -23,8 +23,8 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 __all__ = ["launch_argv"]
 

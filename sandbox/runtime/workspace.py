@@ -12,8 +12,8 @@ import secrets
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 __all__ = ["Layout", "WorkspaceError", "tree_bytes"]
 
