@@ -34,7 +34,6 @@ from typing import Any
 
 from jupiter.appendlog import replace_atomically
 from jupiter.task import Task
-
 from search.result import SearchStats
 from search.tree import Tree
 from search.tree_io import TreeFileError, tree_from_dict, tree_to_dict

@@ -17,7 +17,7 @@ if __package__ in (None, ""):  # run as a script (``python search/collect.py``):
     if _REPO not in sys.path:
         sys.path.insert(0, _REPO)
 
-from search.collection import main  # noqa: E402
+from search.collection import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,9 +16,10 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from jupiter.output_paths import check_output_folder
 from jupiter.task import TaskError, load_tasks
@@ -92,7 +93,8 @@ def collect_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="search/collect.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     io = p.add_argument_group("input and output")
-    io.add_argument("--tasks", type=Path, help="tasks: NbQA JSONL (with labels), DABench JSONL, a JSON list or one task")
+    io.add_argument("--tasks", type=Path,
+                    help="tasks: NbQA JSONL (with labels), DABench JSONL, a JSON list or one task")
     io.add_argument("--data-dir", type=Path, default=None, help="where relative data-file names resolve first")
     io.add_argument("--labels", type=Path, default=None, help="DABench label JSONL joined to --tasks by id")
     io.add_argument("--out", type=Path, help="output folder (trees/, manifest.jsonl, summary.json); resumable")

@@ -9,12 +9,13 @@ records ``SearchConfig.to_dict()``). Validation is pydantic's, declared on the f
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Iterable
+from collections.abc import Iterable
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-__all__ = ["Mode", "Decision", "PriorRule", "BackupRule", "VoteKey", "SearchConfig", "fit_context", "ConfigError", "describe_errors",
-           "Count", "PositiveCount", "Weight", "Probability", "Seconds", "Flag"]
+__all__ = ["Mode", "Decision", "PriorRule", "BackupRule", "VoteKey", "SearchConfig", "fit_context", "ConfigError",
+           "describe_errors", "Count", "PositiveCount", "Weight", "Probability", "Seconds", "Flag"]
 
 
 class ConfigError(ValueError):
@@ -49,7 +50,7 @@ class Decision(str, enum.Enum):
     AUTO = "auto"  # VALUE when a value model was given, else VOTE
 
 
-def fit_context(config: "SearchConfig", window: int | None) -> "SearchConfig":
+def fit_context(config: SearchConfig, window: int | None) -> SearchConfig:
     """``config`` with its context budget capped at a policy's window (in-process vLLM: ``max_model_len``).
 
     Why: a history longer than the engine's window gets no reply, so a path must end (``context_limit``) before
@@ -236,7 +237,7 @@ class SearchConfig(BaseModel):
             raise ValueError(f"{value} leaves no room for the prompt in context_limit={limit}")
         return value
 
-    def replace(self, **changes: Any) -> "SearchConfig":
+    def replace(self, **changes: Any) -> SearchConfig:
         """A copy with ``changes`` applied, validated again (an unknown field is an error)."""
         unknown = set(changes) - set(type(self).model_fields)
         if unknown:
@@ -248,7 +249,7 @@ class SearchConfig(BaseModel):
         return self.model_dump(mode="json")
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SearchConfig":
+    def from_dict(cls, data: dict[str, Any]) -> SearchConfig:
         """The config a ``to_dict`` recorded; keys this version does not know are ignored."""
         return cls(**{k: v for k, v in data.items() if k in cls.model_fields})
 

@@ -8,13 +8,11 @@ official DABench scorer compares strings case-sensitively, so the grouping key m
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
-
-from typing import Callable
+from typing import Protocol
 
 from jupiter.answers import canonical_answer, equivalence_key
-
 from search.config import Decision, Mode, SearchConfig, VoteKey
 from search.tree import Node
 
@@ -58,7 +56,7 @@ class KeyRule:
     """How a vote groups answers: ``key(answer)`` (None: no vote) and, optionally, which spellings a group
     reports first (``prefer``; then the most frequent)."""
 
-    key: Callable[[str], "str | None"] = canonical_answer
+    key: Callable[[str], str | None] = canonical_answer
     prefer: Callable[[str], bool] | None = None
 
 
@@ -113,7 +111,7 @@ def tally(candidates: Sequence[Votable], prefer: Callable[[str], bool] | None = 
         spellings: dict[str, int] = {}
         for _, c in members:  # insertion order = creation order, so max() keeps the earliest among equals
             spellings[c.answer] = spellings.get(c.answer, 0) + max(1, int(c.multiplicity))
-        ranked = (lambda text: (prefer(text), spellings[text])) if prefer else (lambda text: spellings[text])
+        ranked = (lambda text, counts=spellings: (prefer(text), counts[text])) if prefer else spellings.__getitem__
         spelling = max(spellings, key=ranked)
         entries.append((-votes, -mean, first_index, VoteEntry(key, spelling, votes, mean, first.tag)))
     entries.sort(key=lambda e: e[:3])

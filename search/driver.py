@@ -21,19 +21,27 @@ import math
 import random
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from jupiter.llm.types import PolicyError
 from jupiter.prompts import Message
 from jupiter.task import Task
-
 from search.checkpoints import SavedSearch
 from search.config import BackupRule, Mode, SearchConfig
 from search.evaluate import fixed_value, needs_value_model
-from search.expand import (REPEAT_TEMPERATURE, apply_execution, apply_malformed, check_limits, classify_reply,
-                           draft_children, make_sampling_params, repeats_failed_cell)
+from search.expand import (
+    REPEAT_TEMPERATURE,
+    apply_execution,
+    apply_malformed,
+    check_limits,
+    classify_reply,
+    draft_children,
+    make_sampling_params,
+    repeats_failed_cell,
+)
 from search.protocols import PolicyLike, RestorableState, ReusableSandbox, SandboxLike, Value
 from search.puct import backup, select
 from search.result import SearchResult, SearchStats, result_from_tree
@@ -68,7 +76,7 @@ class TreeUpdate:
 
 @dataclass(frozen=True)
 class _Request:
-    run: "_TreeRun"
+    run: _TreeRun
     node: Node
     n: int
 
@@ -202,7 +210,7 @@ class _Queue:
         self._tasks = iter(tasks)
         self.dry = False
 
-    def __iter__(self) -> "_Queue":
+    def __iter__(self) -> _Queue:
         return self
 
     def __next__(self) -> Task:
@@ -515,7 +523,7 @@ def _evaluate_and_backup(children: list[tuple[_Request, Node]], config: SearchCo
                 unscored.append((request, child))
             else:
                 scored.append((request, child, max(-1.0, min(1.0, number))))
-    for request, child, v in scored:
+    for _request, child, v in scored:
         child.evaluation = v
         backup(child, v)
     _backup_unscored(unscored, config)
@@ -550,7 +558,7 @@ def _backup_unscored(unscored: list[tuple[_Request, Node]], config: SearchConfig
             backup(child, 0.0)
         return
     expanded: dict[int, Node] = {}
-    for request, child in unscored:
+    for _request, child in unscored:
         if child.parent is not None:
             expanded.setdefault(id(child.parent), child.parent)
     for node in expanded.values():

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from jupiter.answers import reward
 from jupiter.task import Task
-
 from search.config import Mode, SearchConfig
 from search.tree import MODEL_FAILURES, Node
 

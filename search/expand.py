@@ -8,12 +8,11 @@ them: one batched policy call for all pending expansions, branching the parent's
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from jupiter.llm.types import SamplingParams
 from jupiter.prompts import Message, ParsedReply, ReplyStatus, parse_reply
-
 from search.config import PriorRule, SearchConfig
 from search.protocols import CompletionLike, ExecutionLike
 from search.puct import priors_from_logprobs

@@ -24,7 +24,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["SubmissionCapture", "CapturingSandbox", "writer_nodes", "submission_files"]
 
@@ -108,10 +109,10 @@ class _CapturingState:
         self._capture.record(execution, self._inner)
         return execution
 
-    def branch(self) -> "_CapturingState":
+    def branch(self) -> _CapturingState:
         return _CapturingState(self._inner.branch(), self._capture)
 
-    def restore(self, cells: Any) -> "_CapturingState":
+    def restore(self, cells: Any) -> _CapturingState:
         return _CapturingState(self._inner.restore(cells), self._capture)
 
     def __getattr__(self, name: str) -> Any:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from jupiter.answers import reward
-
 from search.config import Decision
 from search.decide import Verdict, decide
 from search.tree import MODEL_FAILURES, Node, Tree

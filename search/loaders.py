@@ -8,12 +8,12 @@ error for a missing value-model folder, the same sandbox for the same cell timeo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from jupiter.task import TaskError
 from sandbox import Sandbox, SandboxConfig
-
 from search.config import SearchConfig
 from search.protocols import Value
 

@@ -8,8 +8,9 @@ The shapes follow docs/CONTRACTS.md exactly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from jupiter.prompts import Message
 
@@ -69,7 +70,7 @@ class StateLike(Protocol):
 
     def run(self, code: str, timeout: float | None = None) -> ExecutionLike: ...
 
-    def branch(self) -> "StateLike": ...
+    def branch(self) -> StateLike: ...
 
 
 @runtime_checkable

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Collection
+from collections.abc import Collection
 
 from search.config import PriorRule
 from search.tree import Node

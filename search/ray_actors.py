@@ -17,14 +17,14 @@ from __future__ import annotations
 import collections
 import logging
 import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from jupiter.llm import load_policy
 from jupiter.prompts import Message
 from jupiter.task import Task
-
 from search.checkpoints import DEFAULT_EVERY_S, TreeCheckpoints
 from search.config import SearchConfig
 from search.loaders import load_value, sandbox_factory

@@ -22,14 +22,15 @@ import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from jupiter.task import Task
-
 from search.checkpoints import CHECKPOINTS, DEFAULT_EVERY_S, TreeCheckpoints
 from search.config import SearchConfig, fit_context
+from search.outputs import write_json_atomic
 from search.ray_actors import (
     PolicyServer,
     SolveFn,
@@ -50,10 +51,10 @@ from search.ray_manifest import (
     summarise_ids,
     tree_file_name,
 )
-from search.outputs import write_json_atomic
 from search.tree_io import save_tree
 
-__all__ = ["RayResources", "RunSummary", "solve_tasks_ray", "policy_is_shared", "absolute_spec", "plan_workers", "describe"]
+__all__ = ["RayResources", "RunSummary", "solve_tasks_ray", "policy_is_shared", "absolute_spec", "plan_workers",
+           "describe"]
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +275,7 @@ class _Run:
     def _wait_for_placement(self, timeout_s: float = 60.0) -> None:
         """Warn (once, naming the resources) when workers cannot be placed: Ray would wait silently."""
         probes = {slot.handle.pid.remote(): slot.name for slot in self.slots}
-        ready, waiting = self.ray.wait(list(probes), num_returns=len(probes), timeout=timeout_s)
+        _ready, waiting = self.ray.wait(list(probes), num_returns=len(probes), timeout=timeout_s)
         if waiting:
             log.warning("%d of %d worker(s) not started after %.0f s: the cluster lacks %s CPU(s) and %d MiB per "
                         "worker (check `ray status`; lower --workers or --worker-memory-mb)", len(waiting),

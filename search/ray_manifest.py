@@ -21,9 +21,10 @@ import hashlib
 import logging
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from jupiter.appendlog import append_record, read_records
 
@@ -108,7 +109,7 @@ class ManifestRecord:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ManifestRecord":
+    def from_dict(cls, data: dict[str, Any]) -> ManifestRecord:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

@@ -6,7 +6,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from jupiter.answers import reward
-
 from search.config import SearchConfig
 from search.decide import Candidate, Verdict, choose, decide, vote_key_rule
 from search.tree import Tree
@@ -55,8 +54,9 @@ class SearchResult:
     """The outcome of one search.
 
     ``answer`` is the decided answer (vote or value, per ``decided_by``); ``vote_answer`` and
-    ``value_answer`` are recorded beside it (``value_answer`` only when a value model scored the nodes). ``error`` is set when the tree could not run at all
-    (e.g. the sandbox failed to open its root), in which case there are no candidates.
+    ``value_answer`` are recorded beside it (``value_answer`` only when a value model scored the nodes). ``error`` is
+    set when the tree could not run at all (e.g. the sandbox failed to open its root), in which case there are no
+    candidates.
     """
 
     task_id: str
@@ -73,8 +73,9 @@ class SearchResult:
     interrupted: bool = False
     """The tree was stopped early (a stop request, Ctrl-C, SIGTERM): the decision is over what it had."""
     files: dict[str, bytes] = field(default_factory=dict)
-    """The captured file of each node whose cell wrote it (tag -> bytes; DSBench scores them all), filled when the tree ran elsewhere (a Ray worker
-    asked for ``capture_file``); in-process runs read their files from the sandbox instead."""
+    """The captured file of each node whose cell wrote it (tag -> bytes; DSBench scores them all), filled when the tree
+    ran elsewhere (a Ray worker asked for ``capture_file``); in-process runs read their files from the sandbox
+    instead."""
 
     @property
     def candidates(self) -> tuple[Candidate, ...]:

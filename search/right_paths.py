@@ -13,9 +13,10 @@ but are listed in ``no_loss_turns``: the model sees the mistake and learns the f
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from search.tree import Node, NodeStatus, Tree
 from search.tree_io import load_tree

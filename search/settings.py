@@ -14,12 +14,24 @@ import argparse
 import enum
 import re
 import typing
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from search.config import (ConfigError, Count, Decision, Mode, PositiveCount, Probability, SearchConfig, Seconds,
-                           VoteKey, Weight, describe_errors)
+from search.config import (
+    ConfigError,
+    Count,
+    Decision,
+    Mode,
+    PositiveCount,
+    Probability,
+    SearchConfig,
+    Seconds,
+    VoteKey,
+    Weight,
+    describe_errors,
+)
 from search.profiles import DEFAULT_PROFILE, PROFILES, describe_profile, resolve_profile
 
 __all__ = ["JobSettings", "LocalSettings", "SettingsError", "parse_job_settings", "settings_from_args",
@@ -141,13 +153,14 @@ def _profile_note(name: str, modes: tuple[str, ...]) -> str:
     return f" ({DEFAULT_PROFILE}: " + ", ".join(f"{mode} {value}" for mode, value in shown.items()) + ")"
 
 
-def add_search_arguments(parser: argparse.ArgumentParser, modes: tuple[str, ...] = ("infer", "collect", "react", "vote"),
-                         default_mode: str = "infer", with_mode: bool = True,
+def add_search_arguments(parser: argparse.ArgumentParser,
+                         modes: tuple[str, ...] = ("infer", "collect", "react", "vote"), default_mode: str = "infer",
+                         with_mode: bool = True,
                          fields: tuple[str, ...] | None = None, aliases: Mapping[str, str] | None = None,
                          title: str = "search settings (unset: the profile's value; see --print-config)") -> None:
     """Add ``--profile``, ``--mode`` (with ``with_mode``), a flag per ``LocalSettings`` field (``fields``: only
-    these; ``--seed`` always) and ``--print-config``. Unset flags stay None: the profile decides them; each flag's help shows the
-    default profile's value in ``modes``. ``aliases``: extra short names (field -> ``-k``)."""
+    these; ``--seed`` always) and ``--print-config``. Unset flags stay None: the profile decides them; each flag's help
+    shows the default profile's value in ``modes``. ``aliases``: extra short names (field -> ``-k``)."""
     group = parser.add_argument_group(title)
     group.add_argument("--profile", choices=PROFILES, default=DEFAULT_PROFILE,
                        help="named settings: 'paper' = the seed paper and its reference code (docs/search.md "

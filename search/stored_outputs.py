@@ -24,8 +24,9 @@ import hashlib
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 __all__ = ["DEFAULT_MAX_CHARS", "IMAGE_REF_PREFIX", "CappedOutputs", "cap_outputs", "image_key",
            "duplicate_images", "share_images", "resolve_images"]

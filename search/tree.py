@@ -8,8 +8,9 @@ search statistics (prior, visits, value). It holds a *handle* to its sandbox sta
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from jupiter.prompts import Message, Turn, build_messages
 from jupiter.task import Task
@@ -69,8 +70,8 @@ class Node:
 
     tag: str
     depth: int
-    parent: "Node | None" = None
-    children: list["Node"] = field(default_factory=list)
+    parent: Node | None = None
+    children: list[Node] = field(default_factory=list)
     thought: str = ""
     code: str | None = None
     observation: str | None = None
@@ -131,7 +132,7 @@ class Node:
             return Turn(thought=self.thought, answer=self.final_answer)
         return None
 
-    def path(self) -> list["Node"]:
+    def path(self) -> list[Node]:
         """Root … self."""
         nodes = []
         node: Node | None = self

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from search.export import save_paper_tree
 from search.stored_outputs import DEFAULT_MAX_CHARS

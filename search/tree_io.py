@@ -32,9 +32,14 @@ from jupiter.appendlog import replace_atomically
 from jupiter.prompts import OBSERVATION_PREFIX, Message, ReplyStatus, parse_reply
 from jupiter.task import Task, task_from_record
 from jupiter.tree_records import chain_messages
-
-from search.stored_outputs import (DEFAULT_MAX_CHARS, CappedOutputs, cap_outputs, duplicate_images, resolve_images,
-                                   share_images)
+from search.stored_outputs import (
+    DEFAULT_MAX_CHARS,
+    CappedOutputs,
+    cap_outputs,
+    duplicate_images,
+    resolve_images,
+    share_images,
+)
 from search.tree import Node, NodeStatus, TerminalReason, Tree
 
 __all__ = ["TreeFileError", "tree_to_records", "tree_to_dict", "tree_from_dict", "save_tree", "load_tree",
