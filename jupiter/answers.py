@@ -16,8 +16,9 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "ANSWER_PATTERN",
@@ -176,7 +177,8 @@ def _canonical_value(value: Any) -> str:
             return str(int(number))
         return repr(number)
     if isinstance(value, Mapping):
-        return "{" + ",".join(f"{_canonical_value(str(k))}:{_canonical_value(v)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))) + "}"
+        items = sorted(value.items(), key=lambda kv: str(kv[0]))
+        return "{" + ",".join(f"{_canonical_value(str(k))}:{_canonical_value(v)}" for k, v in items) + "}"
     if isinstance(value, (list, tuple, set)):
         items = sorted(value, key=str) if isinstance(value, set) else value
         return "[" + ",".join(_canonical_value(v) for v in items) + "]"

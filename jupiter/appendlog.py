@@ -15,8 +15,9 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 __all__ = ["append_record", "read_records", "write_records", "repair_tail", "replace_atomically"]
 

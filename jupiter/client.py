@@ -25,14 +25,14 @@ import os
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import requests
 import sseclient
-from urllib3.exceptions import MaxRetryError, NameResolutionError, NewConnectionError, ProtocolError, \
-    ReadTimeoutError
+from urllib3.exceptions import MaxRetryError, NameResolutionError, NewConnectionError, ProtocolError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
 from jupiter import __version__
@@ -402,7 +402,7 @@ class Client:
         """Close the kept-alive connections (a later request opens new ones)."""
         self._session.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:

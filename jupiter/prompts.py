@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from jupiter.task import Task, TaskKind
 

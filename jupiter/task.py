@@ -20,9 +20,10 @@ import ast
 import enum
 import hashlib
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from jupiter.answers import ANSWER_PATTERN, format_answers
 
@@ -107,7 +108,7 @@ class Task:
         """Every input file that does not exist (empty when all are there)."""
         return [p for p in self.files if not p.is_file()]
 
-    def with_files_checked(self, looked_in: Sequence[Path] = ()) -> "Task":
+    def with_files_checked(self, looked_in: Sequence[Path] = ()) -> Task:
         """Return self, or raise TaskError listing every missing data file, where it looked, and the fix."""
         missing = self.missing_files()
         if missing:
@@ -134,7 +135,7 @@ class Task:
             **({"setup_output": self.setup_output} if self.setup_output is not None else {}),
         }
 
-    def replace(self, **changes: Any) -> "Task":
+    def replace(self, **changes: Any) -> Task:
         return replace(self, **changes)
 
 

@@ -7,7 +7,8 @@ importing the search package (``.importlinter``), and the two must rebuild the s
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from jupiter.prompts import Message
 

@@ -25,15 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.paths import default_data_dir
 from jupiter import console_log
 from jupiter.commands.helpformat import HelpFormatter
-from jupiter.output_paths import check_output_file, check_output_folder
-from jupiter.commands.search_args import (add_checkpoint_argument, add_search_arguments, config_from_args,
-                                          print_config)
-from jupiter.task import TaskError
-from benchmarks.paths import default_data_dir
+from jupiter.commands.search_args import add_checkpoint_argument, add_search_arguments, config_from_args, print_config
 from jupiter.llm import PolicyError, load_policy
 from jupiter.llm.base import BasePolicy
+from jupiter.output_paths import check_output_file, check_output_folder
+from jupiter.task import TaskError
 from search import ConfigError
 from search.loaders import load_value
 
@@ -51,7 +50,8 @@ BENCH_DEFAULTS: dict[str, dict[str, Any]] = {
 def _common(parser: argparse.ArgumentParser, benchmark: str) -> None:
     parser.add_argument("--data", type=Path, help="benchmark folder (default: the shared copy beside the checkout)")
     parser.add_argument("--llm", default="default",
-                        help="policy spec: default | replay:FILE.json | http://HOST:PORT/v1#model=NAME | vllm:DIR | hf:DIR")
+                        help="policy spec: default | replay:FILE.json | http://HOST:PORT/v1#model=NAME | vllm:DIR | "
+                             "hf:DIR")
     parser.add_argument("--value-model", type=Path, help="trained value model folder (scores nodes in infer mode)")
     add_search_arguments(parser)
     parser.set_defaults(bench_defaults=BENCH_DEFAULTS[benchmark])
@@ -299,8 +299,8 @@ def run_dsbench_command(args: argparse.Namespace) -> int:
         raise TaskError(str(exc)) from None
     data = load_dsbench(args.data, specs, names=args.tasks or args.ids, limit=args.limit)
     if not data.specs:
-        raise TaskError(f"jupiter bench dsbench: no task of {args.tasks_json or default_data_dir('dsbench') / 'tasks.json'} "
-                        f"found under {args.data / 'task'}")
+        listed = args.tasks_json or default_data_dir("dsbench") / "tasks.json"
+        raise TaskError(f"jupiter bench dsbench: no task of {listed} found under {args.data / 'task'}")
     info = {"simplify": not args.no_simplify, "tasks": [s.name for s in data.specs],
             "tasks_json": str(args.tasks_json) if args.tasks_json else None}
     return _run(args, "dsbench", args.data, [s.name for s in data.specs],

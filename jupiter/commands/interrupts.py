@@ -15,8 +15,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 from jupiter.console_log import EXIT_INTERRUPTED
 
@@ -81,7 +82,7 @@ class StopSignals:
             self.at_once()
         raise KeyboardInterrupt
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():  # signal.signal works only there
             for sig in _SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)

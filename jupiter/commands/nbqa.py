@@ -14,9 +14,10 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from jupiter.output_paths import check_output_file, check_output_folder
 from nbqa_pipeline.crawl import CrawlConfig, crawl
@@ -314,7 +315,8 @@ def _add_to_dabench(inner: argparse._SubParsersAction) -> None:
     p.add_argument("nbqa", type=Path, help="nbqa.jsonl (export or synth output)")
     p.add_argument("--tables", type=Path, default=None,
                    help="folder holding the tasks' data files (default: tables/ beside nbqa.jsonl)")
-    p.add_argument("--out", type=Path, required=True, help="folder for da-dev-questions.jsonl, da-dev-labels.jsonl, tables/")
+    p.add_argument("--out", type=Path, required=True,
+                   help="folder for da-dev-questions.jsonl, da-dev-labels.jsonl, tables/")
     p.add_argument("--limit", type=int, default=None, help="at most N tasks (the first ones)")
     p.set_defaults(handler=_run_to_dabench)
 

@@ -20,8 +20,8 @@ from search.checkpoints import DEFAULT_EVERY_S
 from search.profiles import describe_profile
 from search.settings import FIELD_FLAGS, LocalSettings, add_search_arguments, flag_message, resolve_settings
 
-__all__ = ["add_checkpoint_argument", "add_search_arguments", "settings_from_args", "config_from_args", "print_config", "flag_message",
-           "FIELD_FLAGS"]
+__all__ = ["add_checkpoint_argument", "add_search_arguments", "settings_from_args", "config_from_args", "print_config",
+           "flag_message", "FIELD_FLAGS"]
 
 
 def _seconds(text: str) -> float:

@@ -147,8 +147,8 @@ def run(args: argparse.Namespace) -> int:
                "tokens_seen": result.tokens_seen, "tokens_per_second": result.tokens_per_second,
                "final_loss": result.final_loss, "data": result.report.to_dict()}
     if args.merge:
-        from jupiter.sft.train import resolve_base
         from jupiter.sft.merge import merge_adapter
+        from jupiter.sft.train import resolve_base
 
         summary["merged"] = str(merge_adapter(result.out, resolve_base(request.base), args.out / "merged"))
     print(json.dumps(summary, indent=2))

@@ -22,17 +22,21 @@ from typing import Any
 from jupiter import console_log
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.interrupts import EXIT_INTERRUPTED, StopSignals
-from jupiter.output_paths import (RunFolderState, check_output_folder, check_run_folder, default_run_dir,
-                                  move_previous_run)
-from jupiter.commands.search_args import (add_checkpoint_argument, add_search_arguments, config_from_args,
-                                          print_config)
+from jupiter.commands.search_args import add_checkpoint_argument, add_search_arguments, config_from_args, print_config
 from jupiter.llm import PolicyError, load_policy
 from jupiter.llm.spec import PolicyChoice, describe_policy
+from jupiter.output_paths import (
+    RunFolderState,
+    check_output_folder,
+    check_run_folder,
+    default_run_dir,
+    move_previous_run,
+)
 from jupiter.task import TaskError, load_task_file, load_tasks, read_setup
 from sandbox import Sandbox
 from search import Mode, run_search
-from search.config import fit_context
 from search.checkpoints import CHECKPOINTS, SavedSearch, TreeCheckpoints
+from search.config import fit_context
 from search.loaders import load_value, sandbox_config
 from search.outputs import write_outputs
 from search.ray_manifest import Manifest, TaskStatus

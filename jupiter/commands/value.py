@@ -16,11 +16,17 @@ import sys
 from pathlib import Path
 
 from jupiter.commands.helpformat import HelpFormatter
+from jupiter.commands.search_args import flag_message
 from jupiter.output_paths import check_output_file, check_output_folder
 from jupiter.task import read_jsonl
-from jupiter.commands.search_args import flag_message
-from value_model.config import (DEFAULT_TRAIN_PROFILE, TRAIN_PROFILES, TRAIN_SOURCES, ConfigError, ModelConfig,
-                                train_profile)
+from value_model.config import (
+    DEFAULT_TRAIN_PROFILE,
+    TRAIN_PROFILES,
+    TRAIN_SOURCES,
+    ConfigError,
+    ModelConfig,
+    train_profile,
+)
 from value_model.extract import ExtractConfig, ExtractError, extract_samples, read_samples, write_samples
 
 __all__ = ["add_parser"]

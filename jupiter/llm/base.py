@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from jupiter.llm.types import Completion, PolicyError, PolicyStats, SamplingParams
 from jupiter.prompts import Message

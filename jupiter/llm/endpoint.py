@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -61,7 +62,7 @@ class _Retry(Retry):
         super().__init__(*args, **kwargs)
         self.sleeper = sleeper
 
-    def new(self, **kw: Any) -> "_Retry":
+    def new(self, **kw: Any) -> _Retry:
         retry = super().new(**kw)
         retry.sleeper = self.sleeper
         return retry

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
 
 import torch
 from transformers import (
@@ -92,7 +92,7 @@ class HfConfig:
             raise PolicySpecError(f"HfConfig.nucleus must be one of {list(NUCLEUS_CHOICES)}, got {self.nucleus!r}")
 
     @classmethod
-    def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> "HfConfig":
+    def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> HfConfig:
         """From ``hf:PATH|default#dtype=...&template=...&threads=...&nucleus=window|engine``; errors name the
         spec."""
         known = {"dtype", "template", "threads", "nucleus"}

@@ -71,7 +71,8 @@ def merged_dir_for(adapter_dir: str | Path, cache_dir: str | Path | None = None)
     from jupiter.sft.merge import adapter_hash
 
     adapter_dir = Path(adapter_dir).resolve()
-    return Path(cache_dir or cache_root()) / "models" / "merged" / f"{adapter_dir.name}-{adapter_hash(adapter_dir)[:16]}"
+    name = f"{adapter_dir.name}-{adapter_hash(adapter_dir)[:16]}"
+    return Path(cache_dir or cache_root()) / "models" / "merged" / name
 
 
 def ensure_merged(adapter_dir: str | Path, cache_dir: str | Path | None = None) -> Path:

@@ -143,8 +143,8 @@ def _logsumexp(rows: torch.Tensor, row_max: torch.Tensor, chunk: int = 4) -> tor
 
     Written out rather than ``torch.logsumexp``, which took 25 ms for 60 × 262,144 float32 on a 2-core CPU
     against 7 ms here: a few rows at a time through one small buffer, instead of a temporary as large as the
-    logits (whose first touch costs more than the arithmetic), and no subnormal results (below). Its relative error, about 1e-7, moves the cut
-    only where the mass lands within that of ``p``.
+    logits (whose first touch costs more than the arithmetic), and no subnormal results (below). Its relative error,
+    about 1e-7, moves the cut only where the mass lands within that of ``p``.
     """
     out = torch.empty(rows.shape[0], dtype=torch.float64, device=rows.device)
     shift = row_max.float().unsqueeze(1)

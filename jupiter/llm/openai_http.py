@@ -17,9 +17,10 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from jupiter.llm.base import BasePolicy, RequestUsage, child_seeds, prompt_usage
@@ -100,7 +101,7 @@ class HttpConfig:
             raise PolicySpecError(f"HttpConfig.concurrency must be an int >= 1, got {self.concurrency!r}")
 
     @classmethod
-    def from_spec(cls, spec: str) -> "HttpConfig":
+    def from_spec(cls, spec: str) -> HttpConfig:
         """Parse ``http://HOST:PORT/v1#model=NAME&mode=...&template=...&timeout=...&retries=...&concurrency=...``.
 
         Without ``mode``: completions when a ``template`` is given, else chat.

@@ -7,7 +7,8 @@ path's prompt is byte-stable from one turn to the next and a prefix cache can re
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from jupiter.llm.types import PolicySpecError
 from jupiter.prompts import CHATML, GEMMA, ChatTemplate, Message, render_prompt

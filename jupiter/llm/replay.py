@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from jupiter.llm.base import BasePolicy
 from jupiter.llm.types import Completion, FinishReason, PolicySpecError, SamplingParams

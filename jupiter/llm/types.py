@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from jupiter.prompts import STOP_SEQUENCES, Message
 

@@ -36,9 +36,10 @@ import logging
 import os
 import random
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 
 def _cpu_bind() -> str:
@@ -153,9 +154,10 @@ class VllmConfig:
             raise PolicySpecError(f"VllmConfig.chunked_prefill must be a bool or None, got {self.chunked_prefill!r}")
 
     @classmethod
-    def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> "VllmConfig":
+    def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> VllmConfig:
         """From ``vllm:PATH|default#dtype=..&max_model_len=..&kv_cache_mb=..&gpu_memory_utilization=..
-        &enforce_eager=0|1&template=..&chunked_prefill=0|1&nucleus=auto|window|engine&max_num_seqs=..&block_size=..&log_stats=0|1``; errors name the spec."""
+        &enforce_eager=0|1&template=..&chunked_prefill=0|1&nucleus=auto|window|engine&max_num_seqs=..&block_size=..
+        &log_stats=0|1``; errors name the spec."""
         casts = {
             "dtype": str,
             "max_model_len": int,
@@ -163,7 +165,8 @@ class VllmConfig:
             "gpu_memory_utilization": float,
             "enforce_eager": lambda v: v.lower() in ("1", "true", "yes"),
             "template": lambda v: v or None,
-            "chunked_prefill": lambda v: None if v.lower() in ("", "none", "auto") else v.lower() in ("1", "true", "yes"),
+            "chunked_prefill": lambda v: (None if v.lower() in ("", "none", "auto")
+                                          else v.lower() in ("1", "true", "yes")),
             "nucleus": str,
             "max_num_seqs": int,
             "block_size": int,
@@ -241,7 +244,7 @@ class VllmPolicy(BasePolicy):
         """Prompt tokens of ``history`` as the engine will see them (rendered, special tokens included)."""
         return len(self.tokenizer(self.render(history))["input_ids"])
 
-    def _sampling(self, params: SamplingParams, n: int, seed: int | None) -> "vllm.SamplingParams":
+    def _sampling(self, params: SamplingParams, n: int, seed: int | None) -> vllm.SamplingParams:
         if self.nucleus == "window":  # our processor filters; the engine's own top-p/top-k stay off (no sort)
             from jupiter.llm.vllm_nucleus import extra_args
 

@@ -25,9 +25,10 @@ import shutil
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -39,13 +40,23 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from jupiter import __version__
 from jupiter.serve.auth import TokenAuth
-from jupiter.serve.config import ServeConfig
 from jupiter.serve.backend import start_backend
+from jupiter.serve.config import ServeConfig
 from jupiter.serve.driver_process import DriverProcess
 from jupiter.serve.events import Event, EventHub, EventType, node_events_from_tree_dict
-from jupiter.serve.jobs import (JobPaths, JobSpec, SubmissionError, as_job_task, check_file_name,
-                                effective_settings, job_paths, load_job_task, parse_settings, parse_task_json,
-                                search_config)
+from jupiter.serve.jobs import (
+    JobPaths,
+    JobSpec,
+    SubmissionError,
+    as_job_task,
+    check_file_name,
+    effective_settings,
+    job_paths,
+    load_job_task,
+    parse_settings,
+    parse_task_json,
+    search_config,
+)
 from jupiter.serve.metrics import MetricsSnapshot, cache_hit_rate, content_type, render_metrics
 from jupiter.serve.scheduler import Scheduler
 from jupiter.serve.store import JobRecord, JobStatus, JobStore

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import parse_qs
 
 __all__ = ["TokenAuth", "is_public_path"]

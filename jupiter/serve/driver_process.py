@@ -32,8 +32,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from jupiter.serve.config import ServeConfig
 from jupiter.serve.store import JobStatus
@@ -97,7 +98,7 @@ class DriverProcess:
 
     # ----------------------------------------------------------------------------------------- life cycle
 
-    def start(self) -> "DriverProcess":
+    def start(self) -> DriverProcess:
         """Start the child and wait until it has loaded the policy (raises ``DriverStartError`` if it cannot)."""
         self._spawn()
         return self

@@ -13,8 +13,9 @@ import contextlib
 import enum
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 __all__ = ["EventType", "Event", "EventHub", "Subscription", "node_event", "node_events_from_tree_dict"]
 
@@ -141,7 +142,7 @@ class EventHub:
         with self._lock:
             channel = self._channels.get(job_id)
             if channel is not None:
-                channel.subscribers = [(l, q) for l, q in channel.subscribers if q is not queue]
+                channel.subscribers = [(s, q) for s, q in channel.subscribers if q is not queue]
 
     def drop(self, job_id: str) -> None:
         with self._lock:

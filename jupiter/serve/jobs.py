@@ -10,9 +10,10 @@ import functools
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from jupiter.task import Task, TaskError, task_from_record
 from search.config import ConfigError, SearchConfig
@@ -90,7 +91,8 @@ def parse_settings(text: str | None) -> dict[str, Any]:
     return settings.model_dump(mode="json", exclude_unset=True, exclude_none=True)
 
 
-def search_config(settings: Mapping[str, Any], profile: str, max_trees: int, cell_timeout: float | None) -> SearchConfig:
+def search_config(settings: Mapping[str, Any], profile: str, max_trees: int,
+                  cell_timeout: float | None) -> SearchConfig:
     """The job's ``SearchConfig``: the profile's settings for its mode with the job's settings on top, and the
     server's trees in flight and cell time limit (None: the profile's).
 

@@ -10,8 +10,9 @@ import collections
 import math
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 __all__ = ["RateMeter", "MetricsSnapshot", "render_metrics", "content_type", "cache_hit_rate"]
 

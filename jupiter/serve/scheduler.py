@@ -32,9 +32,10 @@ import shutil
 import threading
 import time
 import weakref
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from jupiter.serve.events import Event, EventHub, EventType, node_event
 from jupiter.serve.jobs import JobSpec
@@ -121,10 +122,10 @@ class _Lane:
 class _Feeder:
     """The task iterator a lane's ``solve_many`` pulls from: never blocks, may answer again after running dry."""
 
-    def __init__(self, scheduler: "Scheduler", lane: _Lane) -> None:
+    def __init__(self, scheduler: Scheduler, lane: _Lane) -> None:
         self._scheduler, self._lane = scheduler, lane
 
-    def __iter__(self) -> "_Feeder":
+    def __iter__(self) -> _Feeder:
         return self
 
     def __next__(self) -> Any:
@@ -157,7 +158,7 @@ class Scheduler:
         self.failures: collections.Counter[str] = collections.Counter(
             {kind: 0 for kind in ("infrastructure", "model", "code_error", "job", "driver")})
         self._factory = sandbox_factory
-        self._sandboxes: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._sandboxes: weakref.WeakSet[Any] = weakref.WeakSet()
         self._cond = threading.Condition()
         self._lanes: dict[Hashable, _Lane] = {}
         self._running: set[str] = set()
@@ -170,7 +171,7 @@ class Scheduler:
         self._checkpoints: dict[str, Any] = {}  # job id -> its TreeCheckpoints (each keeps its own write times)
 
     @classmethod
-    def for_server(cls, config: Any, store: JobStore, hub: Any, policy: Any, value: Any) -> "Scheduler":
+    def for_server(cls, config: Any, store: JobStore, hub: Any, policy: Any, value: Any) -> Scheduler:
         """The scheduler a ``jupiter serve`` with ``config`` (a ``ServeConfig``) runs, in its own process or in
         the driver process: a fork sandbox per tree in flight, with the server's cell timeout and niceness."""
         from sandbox import SandboxConfig

@@ -12,9 +12,10 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from jupiter.client import JobStatus  # the server's statuses are the ones its clients read
 
