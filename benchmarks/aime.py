@@ -5,20 +5,21 @@ OR counts a problem solved when any candidate answer is right; Vote when the maj
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
-
-from jupiter.answers import extract_answers
-from jupiter.task import Task, TaskError, read_jsonl, task_from_aime
+from typing import Any
 
 from benchmarks.dabench import cost_summary
 from benchmarks.paths import default_data_dir
 from benchmarks.records import CandidateRecord, TaskRecord
+from jupiter.answers import extract_answers
+from jupiter.task import Task, TaskError, read_jsonl, task_from_aime
 
 __all__ = ["load_aime", "aime_integer", "aime_correct", "aime_vote", "summarize_aime"]
 
 
-def load_aime(folder: str | Path | None = None, ids: Sequence[str] | None = None, limit: int | None = None) -> list[Task]:
+def load_aime(folder: str | Path | None = None, ids: Sequence[str] | None = None,
+              limit: int | None = None) -> list[Task]:
     """Read ``aime2025.jsonl`` from ``folder`` (a file path works too)."""
     folder = Path(folder) if folder is not None else default_data_dir("aime2025")
     path = folder if folder.is_file() else folder / "aime2025.jsonl"
@@ -66,13 +67,16 @@ def summarize_aime(records: Sequence[TaskRecord], total: int | None = None) -> d
     """OR, Vote, value-selected and decided-answer accuracy over ``total`` problems (default: the records)."""
     n = total or len(records) or 1
     or_right = sum(any(aime_correct(c.answer, r.label) for c in r.candidates) for r in records)
-    vote_right = sum(aime_vote(r.candidates) == aime_integer(r.label) and aime_vote(r.candidates) is not None for r in records)
+    vote_right = sum(aime_vote(r.candidates) == aime_integer(r.label) and aime_vote(r.candidates) is not None
+                     for r in records)
     value_right = sum(aime_correct(r.value_answer, r.label) for r in records)
     final_right = sum(aime_correct(r.answer, r.label) for r in records)
     return {
         "benchmark": "aime2025",
         "problems": n,
         "finished": len(records),
-        "metrics": {"or": or_right / n, "vote": vote_right / n, "value": value_right / n if any(r.value_answer is not None for r in records) else None, "final": final_right / n},
+        "metrics": {"or": or_right / n, "vote": vote_right / n,
+                    "value": value_right / n if any(r.value_answer is not None for r in records) else None,
+                    "final": final_right / n},
         **cost_summary(records),
     }

@@ -9,8 +9,8 @@ replay. A candidate without an iteration number counts only at the full budget.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from benchmarks.records import CandidateRecord, TaskRecord
 

@@ -7,17 +7,18 @@ iterations, nodes, model calls and time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
-
-from jupiter.answers import extract_answers, official_match, score_dabench
-from jupiter.task import Task, TaskError, read_jsonl, task_from_dabench
+from typing import Any
 
 from benchmarks.paths import default_data_dir
 from benchmarks.records import TaskRecord
+from jupiter.answers import extract_answers, official_match, score_dabench
+from jupiter.task import Task, TaskError, read_jsonl, task_from_dabench
 
-__all__ = ["DabenchData", "load_dabench", "dabench_correct", "summarize_dabench", "official_responses", "KNOWN_BAD_LABELS"]
+__all__ = ["DabenchData", "load_dabench", "dabench_correct", "summarize_dabench", "official_responses",
+           "KNOWN_BAD_LABELS"]
 
 #: label problems documented with the data (kept, reported)
 KNOWN_BAD_LABELS = {"116": "empty", "352": "empty", "473": "empty", "273": "'['", "743": "a file path"}
@@ -59,7 +60,8 @@ def load_dabench(
     if ids:
         unknown = [i for i in ids if str(i) not in by_id]
         if unknown:
-            raise TaskError(f"DABench data: unknown question id(s) {', '.join(map(str, unknown[:10]))} in {questions_path}")
+            raise TaskError(f"DABench data: unknown question id(s) {', '.join(map(str, unknown[:10]))} "
+                            f"in {questions_path}")
         questions = [by_id[str(i)] for i in ids]
     if limit is not None:
         questions = questions[: max(0, limit)]
@@ -67,7 +69,8 @@ def load_dabench(
     tasks = []
     for number, question in enumerate(questions, 1):
         where = f"{questions_path}:{question.get('id', number)}"
-        tasks.append(task_from_dabench(question, label_by_id.get(str(question["id"])), bases, where).with_files_checked())
+        task = task_from_dabench(question, label_by_id.get(str(question["id"])), bases, where)
+        tasks.append(task.with_files_checked())
     kept = {str(q["id"]) for q in questions}
     return DabenchData(
         tasks=tuple(tasks),
@@ -118,7 +121,8 @@ def summarize_dabench(records: Sequence[TaskRecord], data: DabenchData) -> dict[
                                       else None),
         "abq_vote_strict": vote_right / n,
         "abq_any_candidate_strict": or_right / n,
-        "known_bad_labels": {k: v for k, v in KNOWN_BAD_LABELS.items() if any(str(l["id"]) == k for l in data.labels)},
+        "known_bad_labels": {k: v for k, v in KNOWN_BAD_LABELS.items()
+                             if any(str(label["id"]) == k for label in data.labels)},
         **cost_summary(records),
     }
 

@@ -24,17 +24,17 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
-
-from jupiter.appendlog import read_records
-from search.tree import NodeStatus, Tree
-from search.tree_io import load_tree
+from typing import Any
 
 from benchmarks.curves import Curve, vote_pick
 from benchmarks.dabench import DabenchData, dabench_correct
 from benchmarks.records import TaskRecord, iteration_numbers
+from jupiter.appendlog import read_records
+from search.tree import NodeStatus, Tree
+from search.tree_io import load_tree
 
 __all__ = ["TokenCounter", "BudgetPoint", "Failures", "Arm", "arm_curve", "failures", "load_arm", "tokenizer_counter",
            "markdown", "to_json", "plot"]

@@ -14,9 +14,9 @@ from __future__ import annotations
 import enum
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -313,7 +313,8 @@ def map_at_3(answers, predictions) -> float:
 # ----------------------------------------------------------------------------------------- registry
 
 
-def _m(name: str, fn: Callable[..., float], direction: Direction, kind: MetricKind = MetricKind.COLUMN, doc: str = "") -> Metric:
+def _m(name: str, fn: Callable[..., float], direction: Direction, kind: MetricKind = MetricKind.COLUMN,
+       doc: str = "") -> Metric:
     return Metric(name=name, fn=fn, direction=direction, kind=kind, description=doc or (fn.__doc__ or "").strip())
 
 
@@ -329,7 +330,8 @@ METRICS: dict[str, Metric] = {
         _m("normalized_gini", normalized_gini, H, C),
         _m("f1", partial(_f1, average="binary"), H, C, "F1 of the positive class"),
         _m("f1_macro", partial(_f1, average="macro"), H, C, "F1 averaged over classes"),
-        _m("f1_micro", partial(_f1, average="micro"), H, C, "F1 over all decisions (equals accuracy for single labels)"),
+        _m("f1_micro", partial(_f1, average="micro"), H, C,
+           "F1 over all decisions (equals accuracy for single labels)"),
         _m("log_loss", log_loss, L, C),
         _m("multiclass_log_loss", multiclass_log_loss, L, F),
         _m("quadratic_weighted_kappa", quadratic_weighted_kappa, H, C, "Cohen's kappa with quadratic weights"),

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 __all__ = ["ray_solver"]
 
@@ -28,7 +29,7 @@ def ray_solver(llm_spec: str, value_model: str | Path | None, ray_dir: str | Pat
               seed: int = 0) -> Iterator[Any]:
         from search.ray_driver import solve_tasks_ray
 
-        events: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+        events: queue.Queue[tuple[str, Any]] = queue.Queue()
         task_list = list(tasks)
 
         def work() -> None:

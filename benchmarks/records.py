@@ -20,9 +20,10 @@ import enum
 import json
 import logging
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from jupiter.appendlog import append_record, read_records, repair_tail, replace_atomically
 from search.result import SearchResult
@@ -51,7 +52,7 @@ class CandidateRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "CandidateRecord":
+    def from_dict(cls, d: Mapping[str, Any]) -> CandidateRecord:
         return cls(
             tag=str(d.get("tag", "")),
             answer=str(d.get("answer", "")),
@@ -92,7 +93,7 @@ class TaskRecord:
         return out
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TaskRecord":
+    def from_dict(cls, d: Mapping[str, Any]) -> TaskRecord:
         known = {f.name for f in fields(cls)} - {"extra"}
         return cls(
             id=str(d["id"]),
@@ -260,7 +261,7 @@ class RunFailure:
                 "traceback": self.traceback}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RunFailure":
+    def from_dict(cls, d: Mapping[str, Any]) -> RunFailure:
         try:
             source = FailureSource(d.get("source", FailureSource.RUN.value))
         except ValueError:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from benchmarks.curves import Curve
 
@@ -29,7 +30,8 @@ HEADLINES: dict[str, tuple[tuple[str, str], ...]] = {
         ("abq_value_selected_all_tasks", "ABQ value"),
         ("abq_any_candidate_all_tasks", "ABQ any"),
     ),
-    "aime2025": (("metrics.or", "OR"), ("metrics.vote", "Vote"), ("metrics.value", "Value"), ("metrics.final", "Final")),
+    "aime2025": (("metrics.or", "OR"), ("metrics.vote", "Vote"), ("metrics.value", "Value"),
+                 ("metrics.final", "Final")),
     "dsbench": (
         ("metrics.success_rate", "Success"),
         ("metrics.success_rate_any", "Success any (paper)"),
@@ -130,13 +132,16 @@ def _markdown(summary: Mapping[str, Any], curves: Sequence[Curve], plot: Path | 
         lines += [f"- {k}: `{v}`" for k, v in run.items()] + [""]
     lines += ["| figure | value |", "|---|---|"]
     lines += [f"| {title} | {_fmt(value)} |" for title, value in headline(summary)]
-    for section, title in (("metrics.by_level", "ABQ per level (all its tasks)"), ("metrics.by_concept", "ABQ per concept (all its tasks)")):
+    for section, title in (("metrics.by_level", "ABQ per level (all its tasks)"),
+                           ("metrics.by_concept", "ABQ per concept (all its tasks)")):
         table = _get(summary, section)
         if table:
-            lines += ["", f"## {title}", "", "| | ABQ |", "|---|---|"] + [f"| {k} | {_fmt(v)} |" for k, v in table.items()]
+            lines += ["", f"## {title}", "", "| | ABQ |", "|---|---|"]
+            lines += [f"| {k} | {_fmt(v)} |" for k, v in table.items()]
     tasks = summary.get("tasks")
     if isinstance(tasks, list) and tasks and name == "dsbench":
-        lines += ["", "## Tasks", "", "| task | metric | final | value-selected | best | submissions |", "|---|---|---|---|---|---|"]
+        lines += ["", "## Tasks", "", "| task | metric | final | value-selected | best | submissions |",
+                  "|---|---|---|---|---|---|"]
         lines += [
             f"| {t['task']} | {t['metric']} | {_fmt(t.get('final'))} | {_fmt(t.get('value_selected'))} | "
             f"{_fmt(t.get('best'))} | {t.get('scored', 0)}/{t.get('submissions', 0)} |"
@@ -166,7 +171,8 @@ def write_report(run_dir: str | Path, summary: Mapping[str, Any], curves: Sequen
     plot = None
     if curves:
         ylabel = "normalised performance" if summary.get("benchmark") == "dsbench" else "accuracy"
-        plot = plot_curves(curves, run_dir / "accuracy_vs_iterations.png", f"{summary.get('benchmark')}: score vs iterations", ylabel)
+        plot = plot_curves(curves, run_dir / "accuracy_vs_iterations.png",
+                           f"{summary.get('benchmark')}: score vs iterations", ylabel)
         if plot is not None:
             paths["plot"] = plot
     paths["md"].write_text(_markdown(summary, curves, plot), encoding="utf-8")
@@ -180,7 +186,8 @@ def load_summary(run: str | Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise FileNotFoundError(f"{path}: no run summary here ({exc.strerror or exc}); run `jupiter bench ...` first") from None
+        raise FileNotFoundError(f"{path}: no run summary here ({exc.strerror or exc}); "
+                                "run `jupiter bench ...` first") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
 

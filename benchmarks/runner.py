@@ -2,8 +2,8 @@
 
 A run is a folder: ``run.json`` (what was run), ``results.jsonl`` (one line per task, written the moment its
 tree finishes), ``trees/<id>.json`` (optional), ``checkpoints/<id>.json`` (each tree in flight, as it grows;
-removed when the tree finishes), then the report files. The loop skips the ids already in ``results.jsonl``, hands the rest to
-the batched driver (``search.driver.solve_many``: many trees share each policy call) or to the Ray driver, and
+removed when the tree finishes), then the report files. The loop skips the ids already in ``results.jsonl``, hands the
+rest to the batched driver (``search.driver.solve_many``: many trees share each policy call) or to the Ray driver, and
 streams results to disk as they come. A rerun after a kill continues each checkpointed tree where it was saved
 (``search.checkpoints``), so a run longer than one sitting loses at most half a minute of every tree.
 
@@ -21,14 +21,21 @@ import logging
 import re
 import time
 import traceback
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
+from benchmarks.records import (
+    FAILURE_FILE,
+    FailureSource,
+    ResultsLog,
+    RunFailure,
+    TaskRecord,
+    clear_failure,
+    write_failure,
+)
 from jupiter.task import Task
-
-from benchmarks.records import (FAILURE_FILE, FailureSource, ResultsLog, RunFailure, TaskRecord, clear_failure,
-                                write_failure)
 from search.checkpoints import CHECKPOINTS, DEFAULT_EVERY_S, TreeCheckpoints
 from search.loaders import sandbox_config, sandbox_factory
 

@@ -2,9 +2,9 @@
 
 Each ``run_*`` solves the tasks not yet finished in ``options.out_dir``; its ``report_*`` (which ``jupiter
 bench`` calls once the run ends, however it ends) recomputes the summary from ``results.jsonl`` alone — so a
-report can be rebuilt at any time, including for an interrupted run, without touching the search. Every summary says whether the run is ``complete``,
-``incomplete`` (interrupted, or still running) or ``failed`` (``failure.json``: the error that stopped it),
-with the selected and the unfinished task ids, so a run that died never reads as a finished one.
+report can be rebuilt at any time, including for an interrupted run, without touching the search. Every summary says
+whether the run is ``complete``, ``incomplete`` (interrupted, or still running) or ``failed`` (``failure.json``: the
+error that stopped it), with the selected and the unfinished task ids, so a run that died never reads as a finished one.
 """
 
 from __future__ import annotations
@@ -12,13 +12,10 @@ from __future__ import annotations
 import enum
 import hashlib
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
-
-from jupiter.answers import extract_answers
-from jupiter.appendlog import write_records
-from jupiter.task import Task, TaskError, task_from_dsbench
+from typing import Any
 
 from benchmarks.aime import aime_correct, summarize_aime
 from benchmarks.curves import accuracy_curves
@@ -28,6 +25,9 @@ from benchmarks.dsbench.tasks import DsbenchSpec
 from benchmarks.records import ResultsLog, TaskRecord, iteration_numbers, read_failure, record_from_result
 from benchmarks.report import write_report
 from benchmarks.runner import RunOptions, RunOutcome, run_loop
+from jupiter.answers import extract_answers
+from jupiter.appendlog import write_records
+from jupiter.task import Task, TaskError, task_from_dsbench
 from search.file_capture import CapturingSandbox, SubmissionCapture, submission_files
 from search.loaders import sandbox_config, sandbox_factory
 
@@ -65,7 +65,8 @@ def _run_status(out_dir: Path, selected: Sequence[str], records: Sequence[TaskRe
     status = RunStatus.COMPLETE if not unfinished else RunStatus.FAILED if failure else RunStatus.INCOMPLETE
     out: dict[str, Any] = {"status": status.value, "selected": len(selected), "unfinished": unfinished}
     if failure is not None:
-        out["failure"] = {k: v for k, v in failure.to_dict().items() if k not in ("traceback", "finished", "unfinished")}
+        out["failure"] = {k: v for k, v in failure.to_dict().items()
+                          if k not in ("traceback", "finished", "unfinished")}
     return out
 
 
@@ -171,7 +172,8 @@ def load_dsbench(
     """
     root = Path(root)
     if not (root / "task").is_dir():
-        raise TaskError(f"DSBench data: {root / 'task'} not found (expected task/, data_resplit/, answers/ under {root})")
+        raise TaskError(f"DSBench data: {root / 'task'} not found "
+                        f"(expected task/, data_resplit/, answers/ under {root})")
     by_name = {s.name: s for s in specs}
     if names:
         unknown = [n for n in names if n not in by_name]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import pandas as pd
 
@@ -35,7 +35,8 @@ class SubmissionScore:
         return self.value is not None
 
     def to_dict(self) -> dict[str, object]:
-        return {"task": self.task, "metric": self.metric, "value": self.value, "error": self.error, "normalized": self.normalized}
+        return {"task": self.task, "metric": self.metric, "value": self.value, "error": self.error,
+                "normalized": self.normalized}
 
 
 def read_csv(source: str | Path | bytes | pd.DataFrame, what: str) -> pd.DataFrame:
@@ -49,7 +50,8 @@ def read_csv(source: str | Path | bytes | pd.DataFrame, what: str) -> pd.DataFra
     except FileNotFoundError:
         raise MetricError(f"{what}: file {source} not found") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
-        raise MetricError(f"{what}: not a readable CSV ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise MetricError(f"{what}: not a readable CSV ({reason})") from None
 
 
 def _align(answers: pd.DataFrame, submission: pd.DataFrame) -> pd.DataFrame:
@@ -62,7 +64,8 @@ def _align(answers: pd.DataFrame, submission: pd.DataFrame) -> pd.DataFrame:
         wanted = answers[key].astype(str)
         missing = wanted[~wanted.isin(indexed.index)]
         if len(missing):
-            raise MetricError(f"submission: {len(missing)} of {len(answers)} ids in {key!r} missing (e.g. {missing.iloc[0]})")
+            raise MetricError(f"submission: {len(missing)} of {len(answers)} ids in {key!r} missing "
+                              f"(e.g. {missing.iloc[0]})")
         return indexed.loc[wanted.to_numpy()].reset_index(drop=True)
     if len(submission) != len(answers):
         raise MetricError(f"submission: {len(submission)} rows, the answers have {len(answers)}")

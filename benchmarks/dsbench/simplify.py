@@ -1,10 +1,10 @@
 """Condensing a Kaggle competition page into a short modeling task, once per task and model (cached on disk).
 
 DSBench's task texts are whole competition pages: prizes, timelines, rules and links around a few lines that
-matter. Small models lose the thread in them, so before searching, the policy itself is asked (one batched call for all tasks) to rewrite the
-page as a concise task statement: the prediction target, the input files and their key columns, the metric,
-and the exact layout of the submission file. The rewrite is cached under a key of (prompt version, model key,
-page text), so a rerun or a resumed run makes no model call; an empty or unusable rewrite falls back to the
+matter. Small models lose the thread in them, so before searching, the policy itself is asked (one batched call for all
+tasks) to rewrite the page as a concise task statement: the prediction target, the input files and their key columns,
+the metric, and the exact layout of the submission file. The rewrite is cached under a key of (prompt version, model
+key, page text), so a rerun or a resumed run makes no model call; an empty or unusable rewrite falls back to the
 page text itself (cut to ``fallback_chars``) and is not cached.
 """
 
@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["SIMPLIFY_INSTRUCTIONS", "simplify_descriptions", "PROMPT_VERSION"]
 
@@ -33,7 +34,7 @@ SIMPLIFY_INSTRUCTIONS = (
 
 
 def _cache_key(text: str, model_key: str) -> str:
-    return hashlib.sha256(f"{PROMPT_VERSION}\0{model_key}\0{text}".encode("utf-8")).hexdigest()[:24]
+    return hashlib.sha256(f"{PROMPT_VERSION}\0{model_key}\0{text}".encode()).hexdigest()[:24]
 
 
 def _messages(text: str) -> list[dict[str, str]]:
@@ -86,7 +87,8 @@ def simplify_descriptions(
         for (name, path), completions in zip(missing, outputs):
             simplified = (completions[0].text or "").strip() if completions else ""
             if len(simplified) < 40:
-                log.warning("task %s: simplification gave %d characters; using the original text", name, len(simplified))
+                log.warning("task %s: simplification gave %d characters; using the original text", name,
+                            len(simplified))
                 out[name] = texts[name].strip()[:fallback_chars]
                 continue
             tmp = path.with_suffix(".tmp")

@@ -45,7 +45,7 @@ class DsbenchSpec:
     metric_line: str | None = None
 
     @classmethod
-    def from_record(cls, record: dict[str, Any], where: str = "tasks.json") -> "DsbenchSpec":
+    def from_record(cls, record: dict[str, Any], where: str = "tasks.json") -> DsbenchSpec:
         try:
             name = str(record["name"])
             override = OVERRIDES.get(name)

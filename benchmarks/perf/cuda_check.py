@@ -43,8 +43,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # run as a script from a checkout without an install
@@ -142,7 +143,7 @@ def check_sft(work: Path, model: Path, device: str) -> dict[str, Any]:
         time.sleep(0.05)
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)  # what `kill PID` sends: finish the step, save, exit 130
-    stdout, stderr = process.communicate(timeout=600)
+    _stdout, stderr = process.communicate(timeout=600)
     stopped = latest_checkpoint(out)
     first = {"exit": process.returncode, "checkpoint": stopped.name if stopped else None,
              "seconds": round(time.perf_counter() - started, 1)}

@@ -19,7 +19,6 @@ import argparse
 import json
 import sys
 import time
-
 from dataclasses import dataclass
 
 from jupiter.llm import ReplayPolicy
@@ -44,7 +43,7 @@ class _Ran:
 
 
 class _NullState:
-    def branch(self) -> "_NullState":
+    def branch(self) -> _NullState:
         return _NullState()
 
     def run(self, code: str, timeout: float | None = None) -> _Ran:

@@ -37,9 +37,9 @@ import time
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep the engine's log short (it goes to stderr)
 
-from jupiter.llm import SamplingParams, load_policy  # noqa: E402
-from jupiter.llm.machine_dtype import cpu_dtype  # noqa: E402
-from jupiter.prompts import SYSTEM_PROMPT  # noqa: E402
+from jupiter.llm import SamplingParams, load_policy
+from jupiter.llm.machine_dtype import cpu_dtype
+from jupiter.prompts import SYSTEM_PROMPT
 
 QUESTIONS = (
     "Task: compute the mean of the column 'fare' in titanic.csv, rounded to 2 decimals.",

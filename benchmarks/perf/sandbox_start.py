@@ -2,8 +2,9 @@
 
 A service (``jupiter serve``) starts one sandbox per tree from a process that also answers HTTP requests. The host
 here is grown first (``--heap-mb`` of Python objects; the server with the replay policy is about 80 MB resident,
-one with a local model in-process several GB, and a fork's cost grows with it), then starts ``--sandboxes`` sandboxes one after the other, while a ticker thread asks for the GIL every
-millisecond, as an event loop between requests does. Reported:
+one with a local model in-process several GB, and a fork's cost grows with it), then starts ``--sandboxes`` sandboxes
+one after the other, while a ticker thread asks for the GIL every millisecond, as an event loop between requests does.
+Reported:
 
 - ``spawn_ms``: wall time of the call that starts the runtime process (``subprocess.Popen``), median and max;
 - ``host_cpu_ms_per_start``: the host's CPU per sandbox start (its threads but the ticker; not the sandbox's);
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     original = subprocess.Popen
 
     class TimedPopen(original):  # type: ignore[misc, valid-type]
-        def __init__(self, *a, **k):  # noqa: ANN002, ANN003 - the call being timed
+        def __init__(self, *a, **k):  # the call being timed
             started = time.perf_counter()
             super().__init__(*a, **k)
             spawn_ms.append((time.perf_counter() - started) * 1000)

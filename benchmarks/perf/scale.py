@@ -58,8 +58,8 @@ if str(REPO) not in sys.path:
 
 from benchmarks.paths import default_data_dir  # noqa: E402
 from sandbox import ProcessBudgetError, Sandbox, SandboxConfig  # noqa: E402
-from sandbox.runtime.budget import MemoryBudget, process_budget  # noqa: E402
 from sandbox.runtime.base import pss_bytes, uss_bytes  # noqa: E402
+from sandbox.runtime.budget import MemoryBudget, process_budget  # noqa: E402
 
 MB = 1024 * 1024
 TABLE = "Credit.csv"
@@ -156,7 +156,7 @@ class _GcPauses:
         else:
             self.events.append((info["generation"], self._started, time.perf_counter() - self._started))
 
-    def __enter__(self) -> "_GcPauses":
+    def __enter__(self) -> _GcPauses:
         gc.callbacks.append(self)
         self.recording = True
         return self
@@ -300,7 +300,7 @@ class _Sampler:
             # took a fifth of the run's CPU): the sampler takes at most SAMPLER_SHARE of one core
             wait = max(self.every_s, spent / SAMPLER_SHARE)
 
-    def __enter__(self) -> "_Sampler":
+    def __enter__(self) -> _Sampler:
         self._thread.start()
         return self
 

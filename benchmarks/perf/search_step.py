@@ -40,11 +40,11 @@ from typing import Any
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
-from benchmarks.dabench import load_dabench  # noqa: E402
-from benchmarks.paths import default_data_dir  # noqa: E402
-from jupiter.llm import load_policy  # noqa: E402
-from search import SearchConfig, solve_many  # noqa: E402
-from search.loaders import load_value, sandbox_config, sandbox_factory  # noqa: E402
+from benchmarks.dabench import load_dabench
+from benchmarks.paths import default_data_dir
+from jupiter.llm import load_policy
+from search import SearchConfig, solve_many
+from search.loaders import load_value, sandbox_config, sandbox_factory
 
 
 class _Intervals:
@@ -78,7 +78,7 @@ class _TimedState:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def branch(self) -> "_TimedState":
+    def branch(self) -> _TimedState:
         start = time.perf_counter()
         try:
             return _TimedState(self._inner.branch(), self._spans)
@@ -92,7 +92,7 @@ class _TimedState:
         finally:
             self._spans.add(start, time.perf_counter())
 
-    def restore(self, cells: Any) -> "_TimedState":
+    def restore(self, cells: Any) -> _TimedState:
         return _TimedState(self._inner.restore(cells), self._spans)
 
     def close(self) -> None:  # the driver releases a state once its children branched

@@ -36,9 +36,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 import requests
@@ -310,7 +311,7 @@ def _client(url: str, mine: list[dict[str, Any]], files: list[Path], settings: d
         for number, task in enumerate(mine):
             if number and submit_interval > 0:
                 time.sleep(submit_interval)  # paced users: submits land while the search runs
-            def submit() -> str:
+            def submit(task: dict[str, Any] = task, number: int = number) -> str:
                 started = time.perf_counter()
                 job_id = client.submit(task, files, settings)
                 took = (time.perf_counter() - started) * 1000
@@ -332,7 +333,7 @@ def _client(url: str, mine: list[dict[str, Any]], files: list[Path], settings: d
         # roughly in order): a steady, realistic status load rather than a flood competing with the search
         while pending and time.monotonic() < deadline:
             for job_id in list(pending):
-                def status() -> dict[str, Any]:
+                def status(job_id: str = job_id) -> dict[str, Any]:
                     started = time.perf_counter()
                     job = client.status(job_id)
                     tally.status_ms.append((time.perf_counter() - started) * 1000)
@@ -363,7 +364,8 @@ def _db_jobs(db: Path) -> dict[str, tuple[str, int, float | None]]:
     """Job id → (status, attempts, finish time), read from the jobs table directly (the API may be gone)."""
     with sqlite3.connect(str(db)) as conn:
         return {job_id: (status, attempts, finished)
-                for job_id, status, attempts, finished in conn.execute("SELECT id, status, attempts, finished FROM jobs")}
+                for job_id, status, attempts, finished in
+                conn.execute("SELECT id, status, attempts, finished FROM jobs")}
 
 
 def run_load(tasks: int, clients: int, settings: dict[str, Any], workdir: Path, max_trees: int | None,

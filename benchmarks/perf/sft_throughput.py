@@ -34,9 +34,9 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # run as a script from a checkout without an install
     sys.path.insert(0, str(REPO))
 
-from jupiter.prompts import Turn, build_messages
-from jupiter.task import Task
-from nbqa_pipeline.export import normalise_conversation
+from jupiter.prompts import Turn, build_messages  # noqa: E402
+from jupiter.task import Task  # noqa: E402
+from nbqa_pipeline.export import normalise_conversation  # noqa: E402
 
 
 def realistic_row(index: int, rng: random.Random) -> dict:

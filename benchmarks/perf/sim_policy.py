@@ -29,9 +29,10 @@ import hashlib
 import json
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from jupiter.llm.base import BasePolicy
 from jupiter.llm.types import Completion, FinishReason, PolicyError, SamplingParams

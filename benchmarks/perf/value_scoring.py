@@ -69,7 +69,7 @@ class PeakRss:
             self.peak = max(self.peak, self._process.memory_info().rss)
             time.sleep(self._interval)
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self._thread.start()
         return self
 
@@ -120,7 +120,8 @@ def main() -> int:
                 computed = sum(lengths)
                 if share:
                     groups, rest = shared_prefix_groups(ids, batch_size, scorer.min_shared_tokens)
-                    computed = sum(p + sum(lengths[i] - p for i in m) for p, m in groups) + sum(lengths[i] for i in rest)
+                    computed = (sum(p + sum(lengths[i] - p for i in m) for p, m in groups)
+                                + sum(lengths[i] for i in rest))
                 if sort:
                     batches = sorted_batches(lengths, batch_size)
                 else:
