@@ -7,10 +7,10 @@ Every stage reads and writes JSONL files and folders and is resumable (a rerun s
 from nbqa_pipeline.crawl import CrawlConfig, CrawlReport, crawl
 from nbqa_pipeline.deps import DataRef, Dependencies, ReadKind, extract_dependencies, resolve_path
 from nbqa_pipeline.diversity import DiversityConfig, apply_diversity
-from nbqa_pipeline.filter_stage import FilterStageReport, run_filter
-from nbqa_pipeline.filters import FilterConfig, FilterResult, Reason, Verdict, filter_notebook
 from nbqa_pipeline.export import ExportConfig, ExportReport, OverLength, run_export
 from nbqa_pipeline.extract import ExtractConfig, ExtractReport, extract_notebook, run_extract
+from nbqa_pipeline.filter_stage import FilterStageReport, run_filter
+from nbqa_pipeline.filters import FilterConfig, FilterResult, Reason, Verdict, filter_notebook
 from nbqa_pipeline.github import GitHubClient, GitHubError
 from nbqa_pipeline.llm_client import ChatClient, ChatReply, LLMConfig, LLMError
 from nbqa_pipeline.notebook import LoadedNotebook, NotebookError, load_notebook

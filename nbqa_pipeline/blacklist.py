@@ -6,17 +6,17 @@ boundaries where letters and digits are word characters and anything else (``_``
 spaces, camel-case joins after lower-casing) separates, so ``load_iris`` and ``Bike_Sharing`` match while
 ``microsoft`` does not match ``icr``. In code, only what names a dataset counts: identifiers (``load_iris``,
 ``fetch_20newsgroups``) and the string arguments of loading calls (``sns.load_dataset('titanic')``,
-``read_csv('titanic.csv')``) — not comments, prose in plot titles or printed text. Data-file *names* also match on a prefix (``winequality-white.csv``
-is wine data); very short keywords never match on a prefix.
+``read_csv('titanic.csv')``) — not comments, prose in plot titles or printed text. Data-file *names* also match on a
+prefix (``winequality-white.csv`` is wine data); very short keywords never match on a prefix.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Iterable
+from functools import cache
 
 from nbqa_pipeline.notebook import clean_code
 
@@ -42,7 +42,7 @@ class BlacklistHit:
     where: str
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pattern(keyword: str, prefix: bool) -> re.Pattern[str]:
     words = [re.escape(w) for w in re.split(r"[\s_]+", keyword.lower()) if w]
     body = r"[\s_\-\.]*".join(words)

@@ -6,8 +6,8 @@ of a single size that still overflows is kept and logged — the only place resu
 
 Several queries (``read_csv``, ``read_excel``, ...) can feed one output folder; their hits are merged.
 Everything is resumable: ``search/<query hash>.json`` holds one query's pending shards and the next page of
-its current shard (written after every page), ``candidates.jsonl`` the notebooks found, ``repos.jsonl`` repository metadata
-and ``notebooks.jsonl`` the downloaded notebooks. Files are stored under ``files/<owner>__<repo>/<path>``,
+its current shard (written after every page), ``candidates.jsonl`` the notebooks found, ``repos.jsonl`` repository
+metadata and ``notebooks.jsonl`` the downloaded notebooks. Files are stored under ``files/<owner>__<repo>/<path>``,
 mirroring the repository so that a notebook's relative data paths resolve on disk. Its records carry
 ``repo, path, local_path`` — the input the ``filter`` stage reads.
 """
@@ -18,9 +18,10 @@ import hashlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from jupiter.appendlog import replace_atomically

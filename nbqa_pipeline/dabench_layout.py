@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from jupiter.answers import extract_answers
 

@@ -14,8 +14,9 @@ import enum
 import logging
 import posixpath
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any
 
 from nbqa_pipeline.notebook import LoadedNotebook, clean_code
 
@@ -85,7 +86,7 @@ class DataRef:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DataRef":
+    def from_dict(cls, data: dict[str, Any]) -> DataRef:
         return cls(
             path=data["path"],
             call=data["call"],
@@ -187,7 +188,7 @@ class _Walker(ast.NodeVisitor):
             if name == "joinpath" and isinstance(node.func, ast.Attribute):
                 args = [node.func.value, *node.args]
             elif (name in {"Path", "PurePath", "PosixPath"}
-                  or name == "join" and receiver in {"path", "os", "posixpath", "ntpath"}):
+                  or (name == "join" and receiver in {"path", "os", "posixpath", "ntpath"})):
                 args = list(node.args)
             else:
                 return None

@@ -15,9 +15,10 @@ import logging
 import re
 import shutil
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from jupiter.prompts import Turn, build_messages
 from jupiter.task import Task, TaskError
@@ -301,7 +302,7 @@ def run_export(extract_file: Path, out_dir: Path, root: Path | None = None, veri
                         _copy_data(nb, root, out_dir / record["data_dir"])
                         copied = True
                 nbqa.append(record)
-            made, outcome, tokens, merged = sharegpt_samples(record, count, config)
+            made, outcome, _tokens, merged = sharegpt_samples(record, count, config)
             merges += merged
             if not made:
                 dropped[outcome] += 1
@@ -321,7 +322,8 @@ def run_export(extract_file: Path, out_dir: Path, root: Path | None = None, veri
         stats = {"min": lengths[0], "median": lengths[len(lengths) // 2], "max": lengths[-1],
                  "mean": round(sum(lengths) / len(lengths), 1)}
     return ExportReport(
-        nbqa_records=len(nbqa), sft_samples=len(samples), sft_dropped=dict(dropped), sft_prefixed=prefixed, sft_split=split,
+        nbqa_records=len(nbqa), sft_samples=len(samples), sft_dropped=dict(dropped), sft_prefixed=prefixed,
+        sft_split=split,
         merged_turns=merges, token_lengths=stats, splits=dict(Counter(r["split"] for r in nbqa)),
         verified=dict(Counter(str(r["verified"]) for r in nbqa)),
     )

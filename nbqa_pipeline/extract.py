@@ -15,10 +15,11 @@ import json
 import logging
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import nbformat
 
@@ -189,7 +190,8 @@ def _tasks(data: dict[str, Any]) -> list[dict[str, Any]]:
             concepts = [concepts]
         if not isinstance(concepts, list):
             raise ReplyError(f"task {number}: 'concepts' must be a list")
-        known = [_CONCEPTS[c.strip().lower()] for c in concepts if isinstance(c, str) and c.strip().lower() in _CONCEPTS]
+        known = [_CONCEPTS[c.strip().lower()] for c in concepts
+                 if isinstance(c, str) and c.strip().lower() in _CONCEPTS]
         if not known:
             raise ReplyError(f"task {number}: 'concepts' must name at least one of: {', '.join(P.CONCEPTS)}")
         difficulty = str(item.get("difficulty", "")).strip().lower()
@@ -336,7 +338,8 @@ def notebook_markdown(path: Path, max_chars: int = 30_000, max_output_chars: int
                 if len(value) > max_output_chars:
                     half = max_output_chars // 2
                     cut = len(value) - 2 * half
-                    _set_output_text(output, key, f"{value[:half]}\n... [{cut} characters omitted] ...\n{value[-half:]}")
+                    _set_output_text(output, key,
+                                     f"{value[:half]}\n... [{cut} characters omitted] ...\n{value[-half:]}")
     body, _ = MarkdownExporter().from_notebook_node(node)
     if len(body) > max_chars:
         half = max_chars // 2
@@ -405,7 +408,7 @@ def extract_notebook(client: ChatClient, record: Mapping[str, Any], root: Path,
     try:
         md = notebook_markdown(root / record["local_path"], config.max_markdown_chars, config.max_output_chars)
         outputs = notebook_output_text(root / record["local_path"])
-    except Exception as exc:  # noqa: BLE001 - nbconvert/nbformat raise many types on odd notebooks
+    except Exception as exc:  # nbconvert/nbformat raise many types on odd notebooks
         return finish("dropped", f"markdown_failed: {type(exc).__name__}: {exc}", "markdown")
     files = _present_files(record, root)
     out["data_files"] = files
@@ -484,6 +487,7 @@ def run_extract(records: Iterable[Mapping[str, Any]], root: Path, out_dir: Path,
                     for r in all_records for t in r.get("tasks", ()))
     splits = Counter(t["split"] for r in all_records for t in r.get("tasks", ()) if t["status"] == "ok")
     return ExtractReport(
-        processed=len(todo) - outcomes["llm_error"], skipped=len(records) - len(todo), notebooks=dict(outcomes), tasks=dict(tasks), splits=dict(splits),
+        processed=len(todo) - outcomes["llm_error"], skipped=len(records) - len(todo), notebooks=dict(outcomes),
+        tasks=dict(tasks), splits=dict(splits),
         usage=asdict(client.usage()),
     )

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from nbqa_pipeline.diversity import DiversityConfig, apply_diversity
 from nbqa_pipeline.filters import FilterConfig, filter_notebook

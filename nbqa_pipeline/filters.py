@@ -12,9 +12,10 @@ import enum
 import logging
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from jupiter.sft.data import file_sha256
 from nbqa_pipeline.blacklist import BLACKLIST, code_mentions, find_in_names, find_in_text

@@ -14,9 +14,10 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import quote, urljoin
 
 import requests
@@ -111,7 +112,8 @@ class GitHubClient:
 
     # ------------------------------------------------------------------------------------------ public
 
-    def get(self, path_or_url: str, params: Mapping[str, Any] | None = None, *, raw: bool = False) -> GitHubResponse | None:
+    def get(self, path_or_url: str, params: Mapping[str, Any] | None = None, *,
+            raw: bool = False) -> GitHubResponse | None:
         """GET a path (relative to the base URL) or a full URL; None on 404."""
         url = path_or_url if path_or_url.startswith(("http://", "https://")) else urljoin(
             self.base_url, path_or_url.lstrip("/")

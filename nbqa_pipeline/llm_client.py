@@ -13,8 +13,9 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from jupiter.llm.endpoint import Answer, Endpoint, Unreachable
 
@@ -61,7 +62,7 @@ class LLMConfig:
             raise ValueError(f"LLMConfig.max_tokens must be >= 1, got {self.max_tokens}")
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "LLMConfig":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> LLMConfig:
         env = os.environ if env is None else env
         base = overrides.pop("base_url", None) or env.get("NBQA_LLM_BASE_URL") or env.get("OPENAI_BASE_URL")
         model = overrides.pop("model", None) or env.get("NBQA_LLM_MODEL") or env.get("OPENAI_MODEL")

@@ -9,7 +9,8 @@ must be a single JSON object (a fenced ```json block is accepted too).
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "CONCEPTS",
@@ -156,4 +157,5 @@ def constraint_check_messages(notebook_md: str, task: Mapping[str, Any]) -> list
 
 def retry_message(problem: str) -> dict[str, str]:
     """What we tell the model after an unusable reply, before the next attempt."""
-    return {"role": "user", "content": f"That reply could not be used: {problem}. Reply again with only the JSON object."}
+    return {"role": "user",
+            "content": f"That reply could not be used: {problem}. Reply again with only the JSON object."}

@@ -98,7 +98,7 @@ def parse_notebook(text: str, path: Path) -> LoadedNotebook:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise NotebookError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})", InvalidCause.NOT_JSON) from None
-    if not isinstance(raw, dict) or "cells" not in raw and "worksheets" not in raw:
+    if not isinstance(raw, dict) or ("cells" not in raw and "worksheets" not in raw):
         raise NotebookError(f"{path}: JSON is not a notebook (no 'cells')", InvalidCause.NOT_NOTEBOOK)
     try:
         with warnings.catch_warnings():
@@ -109,7 +109,7 @@ def parse_notebook(text: str, path: Path) -> LoadedNotebook:
             nbformat.validate(node)
     except nbformat.ValidationError as exc:
         raise NotebookError(f"{path}: not valid nbformat v4 ({exc.message})", InvalidCause.INVALID_NBFORMAT) from None
-    except Exception as exc:  # noqa: BLE001 - nbformat raises many types for malformed input
+    except Exception as exc:  # nbformat raises many types for malformed input
         raise NotebookError(f"{path}: nbformat cannot read it ({type(exc).__name__}: {exc})",
                             InvalidCause.INVALID_NBFORMAT) from None
     cells = []

@@ -84,7 +84,7 @@ def count_rows(path: Path, ref: DataRef) -> int | None:
         return _line_rows(path, int(skip) if isinstance(skip, int) else 0)
     try:
         return _pandas_rows(path, ref)
-    except Exception as exc:  # noqa: BLE001 - pandas raises many parser errors; the line count is the fallback
+    except Exception as exc:  # pandas raises many parser errors; the line count is the fallback
         log.debug("%s: pandas could not read it (%s); counting lines", path, exc)
         try:
             return _line_rows(path, 1)

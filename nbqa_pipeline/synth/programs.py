@@ -13,8 +13,8 @@ the data learns the task, not one sentence. The concept names and levels are DAB
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from nbqa_pipeline.synth.tables import TableInfo
 
@@ -297,8 +297,8 @@ def pearson(t: TableInfo, rng: random.Random) -> Draft | None:
             f"print('correlation_coefficient:', round(r, {d}))")
     return Draft("pearson", ("Correlation Analysis",), "easy" if method == "pearson" else "medium", question,
                  constraints, fmt, (Step(f"Compute the {method} correlation between '{a}' and '{b}'.", code),),
-                 ("correlation_coefficient",), f"The {method} correlation of {a} and {b} is {{correlation_coefficient}}.",
-                 a)
+                 ("correlation_coefficient",),
+                 f"The {method} correlation of {a} and {b} is {{correlation_coefficient}}.", a)
 
 
 def correlation_test(t: TableInfo, rng: random.Random) -> Draft | None:
@@ -533,7 +533,8 @@ def standardize(t: TableInfo, rng: random.Random) -> Draft | None:
     col = rng.choice(t.continuous)
     method = rng.choice(("minmax", "zscore"))
     if method == "minmax":
-        question = f"Normalise \"{col}\" to the range [0, 1] with min-max scaling. What is the mean of the scaled values?"
+        question = (f"Normalise \"{col}\" to the range [0, 1] with min-max scaling. "
+                    "What is the mean of the scaled values?")
         constraints = ("Scaled value = (x - min) / (max - min), computed on the non-missing values. Round to four "
                        "decimal places.")
         code = (f"values = df[{_c(col)}].dropna()\nscaled = (values - values.min()) / (values.max() - values.min())\n"

@@ -21,18 +21,19 @@ import json
 import logging
 import random
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from nbqa_pipeline.export import ExportConfig, ExportReport, run_export
 from nbqa_pipeline.jsonl import append_jsonl, read_jsonl
 from nbqa_pipeline.synth.exclusion import BenchmarkExclusion
 from nbqa_pipeline.synth.execute import DropReason, Mistake, SolvedTask, run_draft, with_mistake
-from nbqa_pipeline.synth.programs import PROGRAMS, inspect_step
 from nbqa_pipeline.synth.formats import restyle
-from nbqa_pipeline.synth.wording import loosen, title_case_columns
+from nbqa_pipeline.synth.programs import PROGRAMS, inspect_step
 from nbqa_pipeline.synth.tables import TableInfo, TableSource, file_name_for, load_table, table_sources, write_table
+from nbqa_pipeline.synth.wording import loosen, title_case_columns
 
 __all__ = ["SynthConfig", "SynthReport", "run_synth"]
 
@@ -202,7 +203,7 @@ def run_synth(out_dir: Path, config: SynthConfig = SynthConfig(), sandbox_factor
         load = lambda source, name: load_table(source, exclusion, name)  # noqa: E731
     else:
         given = {info.source: (info, frame) for info, frame in tables}
-        sources, load = list(given), lambda source, name: given[source]  # noqa: E731
+        sources, load = list(given), lambda source, name: given[source]
     if sandbox_factory is None:
         from sandbox import Sandbox, SandboxConfig
 

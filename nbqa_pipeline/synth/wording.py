@@ -14,8 +14,9 @@ names a column by what its help page says it means (``nbqa_pipeline.synth.descri
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any
 
 from nbqa_pipeline.synth.programs import Draft, Step
 from nbqa_pipeline.synth.tables import TableInfo
