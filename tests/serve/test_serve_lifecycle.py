@@ -27,8 +27,8 @@ def test_cancel_running_and_queued_jobs_and_queue_limit(start_server, tmp_path):
     assert server.get(f"/v1/tasks/{running}/solution.ipynb").status_code == 404  # only at the end
     metrics = server.get("/metrics").text
     assert "jupiter_running_trees 1" in metrics
-    states = [l for l in metrics.splitlines() if l.startswith("jupiter_sandbox_states ")]
-    assert int(states[0].split()[1]) >= 1
+    states = [line for line in metrics.splitlines() if line.startswith("jupiter_sandbox_states ")]
+    assert float(states[0].split()[1]) >= 1  # prometheus_client writes every value as a float ("3.0")
     queued = server.submit(task=SIMPLE_TASK, files=[], settings=LONG).json()["id"]
     assert server.get(f"/v1/tasks/{queued}").json()["status"] == "queued"
     full = server.submit(task=SIMPLE_TASK, files=[], settings=LONG)
@@ -67,7 +67,8 @@ def test_cancel_running_and_queued_jobs_and_queue_limit(start_server, tmp_path):
     deadline, states = time.monotonic() + 10, None
     while time.monotonic() < deadline:
         metrics = server.get("/metrics").text
-        states = int(next(l for l in metrics.splitlines() if l.startswith("jupiter_sandbox_states ")).split()[1])
+        states = float(next(line for line in metrics.splitlines()
+                          if line.startswith("jupiter_sandbox_states ")).split()[1])
         if states == 0:
             break
         time.sleep(0.2)
