@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 
-
 @pytest.fixture(scope="session")
 def bench_shared(shared_dir: Path) -> Path:
     """``<shared>/benchmarks`` (the root conftest's ``shared_dir``; skips when the data is not there)."""

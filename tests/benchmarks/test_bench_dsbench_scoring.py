@@ -125,7 +125,8 @@ def test_simplification_is_batched_and_cached(tmp_path):
     from jupiter.llm import ReplayPolicy
 
     policy = ReplayPolicy(rules=[
-        {"match": "alpha", "replies": ["Predict the alpha target from train.csv and write id,target to submission.csv."]},
+        {"match": "alpha",
+         "replies": ["Predict the alpha target from train.csv and write id,target to submission.csv."]},
         {"match": "beta", "replies": ["too short"]},
     ])
     texts = {"a": "Competition alpha: prizes, rules, and a target.", "b": "Competition beta."}

@@ -41,8 +41,10 @@ def test_hand_computed_values():
     assert m("accuracy", pd.Series(["a", "b", "c", "d"]), pd.Series(["a", "b", "x", "d"])) == 0.75
     assert m("accuracy", pd.Series([True, False]), pd.Series(["True", "False"])) == 1.0
     assert m("accuracy", pd.Series([1, 0]), pd.Series([1.0, 0.0])) == 1.0
-    assert m("map_at_3", pd.Series(["a", "b", "c"]), pd.Series(["a b c", "a b c", "x y z"])) == pytest.approx((1 + 0.5 + 0) / 3)
-    assert m("word_jaccard", pd.Series(["the cat sat", "hi"]), pd.Series(["the cat", "hi"])) == pytest.approx((2 / 3 + 1) / 2)
+    assert m("map_at_3", pd.Series(["a", "b", "c"]), pd.Series(["a b c", "a b c", "x y z"])) == \
+        pytest.approx((1 + 0.5 + 0) / 3)
+    assert m("word_jaccard", pd.Series(["the cat sat", "hi"]), pd.Series(["the cat", "hi"])) == \
+        pytest.approx((2 / 3 + 1) / 2)
     frame_a = pd.DataFrame({"x": [1.0, 2.0], "y": [0.0, 0.0]})
     frame_p = pd.DataFrame({"x": [1.0, 4.0], "y": [1.0, 1.0]})
     assert m("mcrmse", frame_a, frame_p) == pytest.approx((math.sqrt(2) + 1) / 2)

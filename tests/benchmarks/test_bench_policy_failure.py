@@ -176,9 +176,9 @@ def test_a_backend_crash_in_aime_is_one_line_and_a_failure_record(bench_shared, 
 
 def test_the_driver_names_the_backend_of_any_crash(bench_shared):
     """Whatever a backend raises reaches the caller as a PolicyError naming it, the original chained."""
+    from jupiter.task import Task
     from search import config_for_mode
     from search.driver import solve_many
-    from jupiter.task import Task
 
     policy = CrashingReplay({"default": ["Thought: x\nFormatted answer: 1"]}, calls=0)
     task = Task(id="t", question="What is 6 * 7?")

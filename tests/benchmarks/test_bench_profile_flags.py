@@ -43,8 +43,8 @@ def test_dsbench_keeps_its_own_budget_under_the_profile(capsys, tmp_path, make_t
     root = tmp_path / "ds"
     make_task(root, "toy")
     specs = tmp_path / "tasks.json"
-    specs.write_text(json.dumps([{"name": "toy", "metric_line": "performance = np.sqrt(mean_squared_error(answers[args.value], predictions[args.value]))",
-                                  "value_col": "y", "gt": 0.0,
+    rmse = "performance = np.sqrt(mean_squared_error(answers[args.value], predictions[args.value]))"
+    specs.write_text(json.dumps([{"name": "toy", "metric_line": rmse, "value_col": "y", "gt": 0.0,
                                   "baseline": 4.0, "higher_is_better": False}]))
     record = _config(capsys, "bench", "dsbench", "--data", str(root), "--tasks-json", str(specs), "--print-config")
     assert (record["config"]["iterations"], record["config"]["max_depth"]) == (50, 25)

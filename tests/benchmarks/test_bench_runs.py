@@ -32,7 +32,8 @@ def dabench_script(folder: Path, count: int) -> tuple[dict, list[dict]]:
     rules, expected = [], []
     for index, q in enumerate(questions):
         code = f"import pandas as pd\ndf = pd.read_csv({q['file_name']!r})\nprint('q{q['id']} rows', len(df))"
-        rules.append({"match": q["question"][:60], "replies": [f"Thought: load the data\nAction:\n```python\n{code}\n```"]})
+        rules.append({"match": q["question"][:60],
+                      "replies": [f"Thought: load the data\nAction:\n```python\n{code}\n```"]})
         pairs = labels[q["id"]]["common_answers"]
         text = " ".join(f"@{n}[{v if index % 2 == 0 else 'wrong'}]" for n, v in pairs)
         rules.append({"match": f"q{q['id']} rows", "replies": [f"Thought: done\nFormatted answer: {text}"]})
@@ -57,7 +58,7 @@ def test_dabench_replay_run_gives_the_expected_metrics(dabench_run, bench_shared
     summary = json.loads((out / "summary.json").read_text())
     labels = read_jsonl(bench_shared / "dabench" / "da-dev-labels.jsonl")
     ids = {e["id"] for e in expected}
-    reference = score_dabench(expected, [l for l in labels if l["id"] in ids])
+    reference = score_dabench(expected, [label for label in labels if label["id"] in ids])
     m = summary["metrics"]
     assert m["abq"] == reference.abq == 0.5
     assert m["uasq"] == reference.uasq == round(18 / 26, 4)
@@ -108,7 +109,7 @@ def test_interrupted_run_resumes(bench_shared, tmp_path):
     from search import config_for_mode
     from search.driver import solve_many
 
-    script, expected = dabench_script(bench_shared / "dabench", 4)
+    script, _expected = dabench_script(bench_shared / "dabench", 4)
     policy = load_policy(f"replay:{write_json(tmp_path / 'replay.json', script)}")
     data = load_dabench(bench_shared / "dabench", limit=4)
     config = config_for_mode("infer", iterations=3, max_trees_in_flight=1)
@@ -208,23 +209,26 @@ def _dsbench_toy_run(tmp_path: Path, make_task, *extra: str) -> Path:
     make_task(root, "toy-regression")
     make_task(root, "toy-missing")  # in tasks.json but never answered: counts 0 in RPG
     specs = [
-        {"name": n, "metric_line": "performance = np.sqrt(mean_squared_error(answers[args.value], predictions[args.value]))",
+        {"name": n,
+         "metric_line": "performance = np.sqrt(mean_squared_error(answers[args.value], predictions[args.value]))",
          "value_col": "y", "gt": 0.0, "baseline": 4.0, "higher_is_better": False}
         for n in ("toy-regression", "toy-missing")
     ]
     tasks_json = write_json(tmp_path / "tasks.json", specs)
     code = lambda offset: "Thought: fit\nAction:\n```python\n" + GOOD.replace("OFFSET", offset) + "\n```"  # noqa: E731
     script = {"rules": [
-        {"match": "Competition page:", "replies": ["TOYTASK: predict y from x with train.csv; write submission.csv with id,y; RMSE."]},
+        {"match": "Competition page:",
+         "replies": ["TOYTASK: predict y from x with train.csv; write submission.csv with id,y; RMSE."]},
         # the worse submission has the higher prior, so (with PUCT, --c-puct 1.25) it is expanded and answered first
         {"match": "TOYTASK", "replies": [code("1.0"), code("0.0")], "logprobs": [-0.1, -3.0]},
-        {"match": "submission written", "replies": ["Thought: saved\nFormatted answer: @submission_file[submission.csv]"]},
+        {"match": "submission written",
+         "replies": ["Thought: saved\nFormatted answer: @submission_file[submission.csv]"]},
     ], "default": ["Thought: ?\nFormatted answer: @submission_file[submission.csv]"]}
     replay = write_json(tmp_path / "replay.json", script)
     out = tmp_path / "run"
     assert main(["bench", "dsbench", "--data", str(root), "--tasks-json", str(tasks_json), "--tasks", "toy-regression",
-                 "--llm", f"replay:{replay}", "--iterations", "5", "--expansions", "2", "--c-puct", "1.25", "--out", str(out),
-                 "--no-progress", *extra]) == 0
+                 "--llm", f"replay:{replay}", "--iterations", "5", "--expansions", "2", "--c-puct", "1.25",
+                 "--out", str(out), "--no-progress", *extra]) == 0
     return out
 
 

@@ -25,7 +25,8 @@ def test_dabench_summary_hand_computed(bench_shared):
     records = [
         TaskRecord("0", "dabench", "@mean_fare[34.65]", candidates=(cand("@mean_fare[34.65]", 1),), iterations=2),
         # 2 of 4 sub-answers right
-        TaskRecord("6", "dabench", "@mean_fare_elderly[43.47] @mean_fare_teenager[31.98] @mean_fare_child[1] @mean_fare_adult[2]",
+        TaskRecord("6", "dabench",
+                   "@mean_fare_elderly[43.47] @mean_fare_teenager[31.98] @mean_fare_child[1] @mean_fare_adult[2]",
                    value_answer=None, iterations=3),
     ]  # id 5 unanswered
     summary = summarize_dabench(records, data)
@@ -73,7 +74,8 @@ def test_aime_or_and_vote(bench_shared):
 def test_curves_from_iteration_numbers():
     record = TaskRecord(
         "q", "aime2025", "@answer[1]", label="@answer[1]", iterations=4,
-        candidates=(cand("@answer[2]", 1, value=0.9), cand("@answer[1]", 3, value=0.1), cand("@answer[1]", 4, value=0.2)),
+        candidates=(cand("@answer[2]", 1, value=0.9), cand("@answer[1]", 3, value=0.1),
+                    cand("@answer[1]", 4, value=0.2)),
     )
     assert vote_pick(record.candidates).answer == "@answer[1]"
     assert value_pick(record.candidates).answer == "@answer[2]"

@@ -17,7 +17,8 @@ FORMAT = '@mean_fare[mean_fare] where "mean_fare" is a float number rounded to t
 
 def _data() -> DabenchData:
     tasks = (Task(id="1", question="q", format=FORMAT), Task(id="2", question="q", format=FORMAT))
-    labels = ({"id": 1, "common_answers": [["mean_fare", "34.65"]]}, {"id": 2, "common_answers": [["mean_fare", "7.1"]]})
+    labels = ({"id": 1, "common_answers": [["mean_fare", "34.65"]]},
+              {"id": 2, "common_answers": [["mean_fare", "7.1"]]})
     return DabenchData(tasks=tasks, labels=labels, questions=(), folder=Path("."))
 
 

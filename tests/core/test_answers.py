@@ -6,7 +6,8 @@ import math
 import re
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jupiter.answers import (
     answers_match,

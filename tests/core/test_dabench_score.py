@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jupiter.answers import score_dabench
 from jupiter.cli import main
@@ -58,8 +59,8 @@ def test_labels_fed_back_score_one_everywhere(dabench_dir: Path):
     questions = read_jsonl(dabench_dir / "da-dev-questions.jsonl")
     assert len(labels) == 257
     responses = [
-        {"id": l["id"], "response": " ".join(f"@{n}[{v}]" for n, v in l["common_answers"]) or "x"}
-        for l in labels
+        {"id": label["id"], "response": " ".join(f"@{n}[{v}]" for n, v in label["common_answers"]) or "x"}
+        for label in labels
     ]
     score = score_dabench(responses, labels, questions)
     assert (score.abq, score.pasq, score.uasq) == (1.0, 1.0, 1.0)
@@ -125,7 +126,7 @@ def _write_jsonl(path: Path, rows) -> Path:
 
 def test_cli_prints_metrics_json(tmp_path, dabench_dir, capsys):
     labels = read_jsonl(dabench_dir / "da-dev-labels.jsonl")[:10]
-    responses = [{"id": l["id"], "response": "@x[1]"} for l in labels[:5]]
+    responses = [{"id": label["id"], "response": "@x[1]"} for label in labels[:5]]
     responses[0]["response"] = " ".join(f"@{n}[{v}]" for n, v in labels[0]["common_answers"])
     rpath = _write_jsonl(tmp_path / "r.jsonl", responses)
     lpath = _write_jsonl(tmp_path / "l.jsonl", labels)

@@ -6,8 +6,14 @@ import json
 
 import pytest
 
-from jupiter.output_paths import (OutputError, RunFolderState, check_output_file, check_output_folder,
-                                  check_run_folder, move_previous_run)
+from jupiter.output_paths import (
+    OutputError,
+    RunFolderState,
+    check_output_file,
+    check_output_folder,
+    check_run_folder,
+    move_previous_run,
+)
 from jupiter.task import TaskError
 
 UNWRITABLE = "/proc/jupiter-outputs-test"  # not creatable even by root

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jupiter.prompts import (
-    GEMMA,
     CHATML,
+    GEMMA,
     ReplyStatus,
     Turn,
     build_messages,

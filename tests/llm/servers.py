@@ -21,10 +21,10 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 import requests
@@ -86,7 +86,7 @@ class ScriptedOpenAI:
         """The next POST answers exactly ``body`` (e.g. malformed JSON)."""
         self._faults.append((status, body, {}))
 
-    def start(self) -> "ScriptedOpenAI":
+    def start(self) -> ScriptedOpenAI:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -170,7 +170,7 @@ class ScriptedOpenAI:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> "ScriptedOpenAI":
+    def __enter__(self) -> ScriptedOpenAI:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

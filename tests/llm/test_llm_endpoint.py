@@ -13,7 +13,7 @@ from jupiter.llm.endpoint import Endpoint, Unreachable
 from jupiter.llm.openai_http import HttpConfig, HttpPolicy
 from jupiter.llm.types import PolicyConnectionError, SamplingParams
 from nbqa_pipeline.llm_client import ChatClient, LLMConfig, LLMError
-from tests.llm.servers import ScriptedOpenAI, scripted_openai  # noqa: F401 - fixture
+from tests.llm.servers import ScriptedOpenAI  # the fixture scripted_openai comes from conftest.py
 from tests.ports import free_port
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}

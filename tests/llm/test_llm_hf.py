@@ -8,7 +8,8 @@ pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow
 
 HISTORIES = [
-    [{"role": "system", "content": "You write Python."}, {"role": "user", "content": "Write a function that adds two numbers."}],
+    [{"role": "system", "content": "You write Python."},
+     {"role": "user", "content": "Write a function that adds two numbers."}],
     [{"role": "user", "content": "Count from 1 to 10: 1, 2, 3,"}],
 ]
 

@@ -3,7 +3,7 @@ test_llm_endpoint.py's)."""
 
 import pytest
 
-from jupiter.llm import PolicyConnectionError, PolicyResponseError, SamplingParams, load_policy
+from jupiter.llm import PolicyResponseError, SamplingParams, load_policy
 from jupiter.llm.openai_http import HttpConfig, HttpPolicy
 from jupiter.prompts import render_prompt
 

@@ -44,10 +44,10 @@ def test_http_without_a_usage_block_leaves_prompt_tokens_unknown(scripted_openai
 
 
 def test_the_search_sums_prompt_tokens_per_tree():
-    from search import SearchConfig, run_search
-    from search.config import Mode
     from jupiter.task import Task
     from sandbox import Sandbox, SandboxConfig
+    from search import SearchConfig, run_search
+    from search.config import Mode
 
     task = Task(id="t", question="Answer.", format="@x[value]", label="@x[1]")
     policy = ReplayPolicy(default=["Thought: print it.\nAction:\n```python\nprint(1)\n```"])

@@ -15,7 +15,8 @@ def chat(*contents):
 SCRIPT = {
     "default": ["I do not know"],
     "rules": [
-        {"match": "shape", "replies": ["Thought: a\nAction:\n```python\ndf.shape\n```", "Thought: b"], "logprobs": [-0.2, -1.5]},
+        {"match": "shape", "replies": ["Thought: a\nAction:\n```python\ndf.shape\n```", "Thought: b"],
+         "logprobs": [-0.2, -1.5]},
         {"match": "(3, 2)", "replies": ["Thought: done\nFormatted answer: @shape[3,2]"]},
     ],
 }

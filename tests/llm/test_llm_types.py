@@ -1,5 +1,7 @@
 """SamplingParams validation, Completion/PolicyStats, child seeds, history validation."""
 
+import dataclasses
+
 import pytest
 
 from jupiter.llm import Completion, FinishReason, PolicyStats, SamplingParams, child_seeds
@@ -37,7 +39,7 @@ def test_sampling_params_is_frozen_and_normalises_stop():
     params = SamplingParams(stop=["a", "b"], temperature=0)
     assert params.stop == ("a", "b") and params.greedy
     assert SamplingParams(stop="x").stop == ("x",)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         params.n = 2  # type: ignore[misc]
 
 

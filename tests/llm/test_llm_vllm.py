@@ -4,9 +4,8 @@ Slow (each engine start takes tens of seconds on CPU); skipped where vLLM is not
 """
 
 import random
-from random import Random
-
 from pathlib import Path
+from random import Random
 
 import pytest
 

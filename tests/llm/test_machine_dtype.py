@@ -49,8 +49,8 @@ def test_a_dtype_in_the_spec_wins_and_none_means_the_machines(monkeypatch, tmp_p
 def test_the_transformers_backend_loads_the_weights_in_the_machines_dtype(monkeypatch):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from jupiter.llm.hf_local import HfPolicy
     from jupiter.default_model import ensure_default_model
+    from jupiter.llm.hf_local import HfPolicy
 
     folder = ensure_default_model()  # stored in bfloat16
     monkeypatch.setattr(machine_dtype, "cpu_flags", lambda cpuinfo=None: frozenset({"avx2"}))

@@ -4,8 +4,8 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from jupiter.llm.types import PolicySpecError  # noqa: E402
-from jupiter.llm.vllm_local import VllmConfig, _nucleus  # noqa: E402
+from jupiter.llm.types import PolicySpecError
+from jupiter.llm.vllm_local import VllmConfig, _nucleus
 
 
 def _on_cpu(monkeypatch, cpu: bool) -> None:

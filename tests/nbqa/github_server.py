@@ -63,7 +63,7 @@ def _handler(fixture: Fixture):
         def _json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
             self._send(status, json.dumps(data).encode(), headers)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:  # http.server's naming
             parsed = urlparse(self.path)
             path, query = unquote(parsed.path), parse_qs(parsed.query)
             with fixture.lock:
@@ -145,7 +145,7 @@ class GitHubFixtureServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def __enter__(self) -> "GitHubFixtureServer":
+    def __enter__(self) -> GitHubFixtureServer:
         self.thread.start()
         return self
 

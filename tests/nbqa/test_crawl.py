@@ -20,7 +20,6 @@ from nbqa_pipeline.crawl import CrawlConfig, crawl, repo_slug, state_path
 from nbqa_pipeline.filter_stage import run_filter
 from nbqa_pipeline.github import GitHubClient, GitHubError
 from nbqa_pipeline.jsonl import read_jsonl
-
 from tests.nbqa.github_server import Fault, Fixture, GitHubFixtureServer
 
 NOW = 1_700_000_000.0

@@ -7,7 +7,13 @@ import json
 import pytest
 
 from nbqa_pipeline.export import (
-    ConversationError, ExportConfig, OverLength, approx_tokens, normalise_conversation, run_export, sharegpt_samples,
+    ConversationError,
+    ExportConfig,
+    OverLength,
+    approx_tokens,
+    normalise_conversation,
+    run_export,
+    sharegpt_samples,
 )
 from nbqa_pipeline.extract import ExtractConfig, run_extract
 from nbqa_pipeline.filters import filter_notebook
@@ -15,7 +21,6 @@ from nbqa_pipeline.jsonl import read_jsonl
 from nbqa_pipeline.llm_client import ChatClient, LLMConfig
 from nbqa_pipeline.stats import collect_stats, write_report
 from nbqa_pipeline.verify import rewrite_paths, run_verify, value_in_text
-
 from tests.nbqa.llm_server import ScriptedLLM, scripted_server
 from tests.nbqa.test_nbqa_extract import NB_PATH, SOLUTION, good_script
 

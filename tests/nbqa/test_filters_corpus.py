@@ -91,7 +91,8 @@ def test_filter_stage_resumes_and_applies_caps(corpus_dir, tmp_path):
 
 def test_filter_cli(corpus_dir, tmp_path, repo_dir):
     proc = subprocess.run(
-        [sys.executable, "-m", "jupiter.cli", "nbqa", "filter", str(corpus_dir / "MANIFEST.jsonl"), "--out", str(tmp_path)],
+        [sys.executable, "-m", "jupiter.cli", "nbqa", "filter", str(corpus_dir / "MANIFEST.jsonl"),
+         "--out", str(tmp_path)],
         capture_output=True, text=True, cwd=repo_dir, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr

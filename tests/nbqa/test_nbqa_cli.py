@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from nbqa_pipeline.jsonl import read_jsonl
-
 from tests.nbqa.llm_server import ScriptedLLM, scripted_server
 from tests.nbqa.test_nbqa_extract import NB_PATH, good_script
 

@@ -7,12 +7,17 @@ import json
 import pytest
 
 from nbqa_pipeline.extract import (
-    ExtractConfig, ReplyError, extract_notebook, is_classical, parse_json_reply, randomness_level, run_extract,
+    ExtractConfig,
+    ReplyError,
+    extract_notebook,
+    is_classical,
+    parse_json_reply,
+    randomness_level,
+    run_extract,
 )
 from nbqa_pipeline.filters import filter_notebook
 from nbqa_pipeline.jsonl import read_jsonl
 from nbqa_pipeline.llm_client import ChatClient, LLMConfig, LLMError
-
 from tests.nbqa.llm_server import ScriptedLLM, scripted_server
 
 NB_PATH = "Chapter03/Exercise3.04/Exercise_3_04.ipynb"

@@ -37,7 +37,8 @@ BIG_CODE = "\n".join(f"x{i} = {i}" for i in range(45))
 def test_dependencies_follow_variables_joins_and_skip_writes(tmp_path):
     nb = _write_nb(tmp_path / "a" / "nb.ipynb", [
         ("code", "%matplotlib inline\nimport os, pandas as pd\nDATA = 'data'\nname = os.path.join(DATA, 'x.csv')", 1),
-        ("code", "df = pd.read_csv(name, sep=';', header=None)\ndf.to_csv('out.csv')\nother = pd.read_csv('out.csv')", 2),
+        ("code", "df = pd.read_csv(name, sep=';', header=None)\ndf.to_csv('out.csv')\n"
+                 "other = pd.read_csv('out.csv')", 2),
         ("md", "The table comes from https://example.org/y.xlsx"),
         ("code", "y = pd.read_excel(DATA + '/y.xlsx')  # mirror: https://mirror.example/y.xlsx\n"
                  "for f in files:\n    pd.read_csv(f)\n"
@@ -105,7 +106,8 @@ def test_invalid_notebooks_are_rejected_with_reason(tmp_path):
     result = filter_notebook(bad, "bad.ipynb", id="b")
     assert list(result.reasons) == [Reason.INVALID_NOTEBOOK] and result.to_dict()["invalid_cause"] == "not_json"
     weird = {"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": [
-        {"cell_type": "code", "source": "1", "outputs": [{"output_type": "weird"}], "execution_count": 1, "metadata": {}}]}
+        {"cell_type": "code", "source": "1", "outputs": [{"output_type": "weird"}], "execution_count": 1,
+         "metadata": {}}]}
     with pytest.raises(NotebookError, match="not valid nbformat") as info:
         parse_notebook(json.dumps(weird), Path("w.ipynb"))
     assert info.value.cause is InvalidCause.INVALID_NBFORMAT
@@ -157,6 +159,7 @@ def test_safe_normalisation_keeps_fixable_notebooks():
         {"cell_type": "code", "source": ["a = 1\n", "a"], "metadata": {}, "outputs": [], "execution_count": 1}]}
     assert parse_notebook(json.dumps(no_ids), Path("x.ipynb")).code_cells[0].source == "a = 1\na"
     v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": [
-        {"cell_type": "code", "input": "1+1", "language": "python", "outputs": [], "prompt_number": 4, "metadata": {}}]}]}
+        {"cell_type": "code", "input": "1+1", "language": "python", "outputs": [], "prompt_number": 4,
+         "metadata": {}}]}]}
     (cell,) = parse_notebook(json.dumps(v3), Path("y.ipynb")).code_cells
     assert cell.source == "1+1" and cell.execution_count == 4

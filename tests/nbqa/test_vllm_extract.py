@@ -47,7 +47,8 @@ def vllm_url(tmp_path_factory):
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--host", "127.0.0.1",
          "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "4096", "--kv-cache-memory-bytes",
-         str(512 * 2**20), "--served-model-name", "tiny", "--enforce-eager", "--chat-template", str(tmp / "chat.jinja")],
+         str(512 * 2**20), "--served-model-name", "tiny", "--enforce-eager",
+         "--chat-template", str(tmp / "chat.jinja")],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
     try:

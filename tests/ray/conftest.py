@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from ray_fixtures import write_replay, write_tasks
 
 
@@ -27,7 +26,8 @@ def ray_local(tmp_path_factory):
     temp = Path("/tmp") / f"jr-{os.getpid()}"  # short: Ray's socket paths must fit in 107 bytes
     # 3 logical CPUs on this 2-core machine: two tree workers plus the shared policy actor of one test.
     ray.init(address="local", num_cpus=3, include_dashboard=False, _temp_dir=str(temp),
-             logging_level="WARNING", runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}})
+             logging_level="WARNING",
+             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}})
     yield ray
     ray.shutdown()
     shutil.rmtree(temp, ignore_errors=True)

@@ -11,10 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from ray_fixtures import write_replay, write_tasks
 
 from search.ray_manifest import Manifest, TaskStatus
-
-from ray_fixtures import write_replay, write_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 psutil = pytest.importorskip("psutil")

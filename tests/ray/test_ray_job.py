@@ -12,11 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from ray_fixtures import write_replay, write_tasks
 
 from search.ray_manifest import Manifest, TaskStatus
 from search.ray_workdir import DEFAULT_EXCLUDES
-
-from ray_fixtures import write_replay, write_tasks
 from tests.ports import free_port
 from tests.ray_head import RAY_CLI, start_head, stop_head
 

@@ -12,13 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from ray_fixtures import N_TASKS, write_replay, write_tasks
 
 from jupiter.task import load_tasks
 from search import Mode, SearchConfig, load_tree
 from search.ray_driver import RayResources, solve_tasks_ray
 from search.ray_manifest import DeathCause, Manifest, TaskStatus, tree_file_name
-
-from ray_fixtures import N_TASKS, write_replay, write_tasks
 
 psutil = pytest.importorskip("psutil")
 

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from ray_fixtures import write_replay, write_tasks
 
 pytest.importorskip("ray")

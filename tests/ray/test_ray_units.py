@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ray_fixtures import write_replay, write_tasks
 
 from search import Mode, SearchConfig, Tree
 from search.collection import build_config, collect_parser, estimate_cost, main
@@ -22,10 +23,8 @@ from search.ray_manifest import (
     TaskStatus,
     tree_file_name,
 )
-from search.tree_io import save_tree
 from search.ray_workdir import DEFAULT_EXCLUDES, check_working_dir
-
-from ray_fixtures import write_replay, write_tasks
+from search.tree_io import save_tree
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +39,8 @@ def test_manifest_last_record_wins_and_torn_lines_are_skipped(tmp_path):
     assert manifest.finished_ids() == {"a"}
     assert manifest.attempts() == {"a": 2, "b": 1}
     first = manifest.read()[0]
-    assert first.cause is DeathCause.KILLED and json.loads(manifest.path.read_text().splitlines()[0])["cause"] == "killed"
+    assert first.cause is DeathCause.KILLED
+    assert json.loads(manifest.path.read_text().splitlines()[0])["cause"] == "killed"
 
 
 def test_record_rejects_bad_fields():

@@ -25,10 +25,10 @@ def test_runtime_starts_when_the_package_lives_under_tmp(repo_dir: Path):
         for package in ("sandbox", "jupiter"):
             shutil.copytree(repo_dir / package, Path(copy) / package)
         code = (
-            "import sandbox\nassert sandbox.__file__.startswith(%r)\n"
+            f"import sandbox\nassert sandbox.__file__.startswith({copy!r})\n"
             "from sandbox import Sandbox, SandboxConfig\n"
             "with Sandbox(SandboxConfig()) as sb:\n    print(sb.open_root().run('print(40 + 2)').observation())"
-        ) % copy
+        )
         proc = subprocess.run([sys.executable, "-c", code], cwd=copy, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "42" in proc.stdout

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from search_dabench import SOLUTIONS
 
 from jupiter.task import Task, task_from_dabench
-
-from search_dabench import SOLUTIONS
 
 
 @pytest.fixture(scope="session")

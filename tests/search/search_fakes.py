@@ -11,8 +11,8 @@ import contextlib
 import copy
 import enum
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 class FakeStatus(str, enum.Enum):
@@ -36,12 +36,12 @@ class FakeExecution:
 
 
 class FakeState:
-    def __init__(self, namespace: dict, sandbox: "FakeSandbox") -> None:
+    def __init__(self, namespace: dict, sandbox: FakeSandbox) -> None:
         self.namespace = namespace
         self.sandbox = sandbox
         self.closed = False
 
-    def branch(self) -> "FakeState":
+    def branch(self) -> FakeState:
         assert not self.closed, "branching a released state"
         self.sandbox.branches += 1
         return FakeState({k: copy.copy(v) for k, v in self.namespace.items() if k != "__builtins__"}, self.sandbox)
@@ -54,7 +54,7 @@ class FakeState:
         buffer = io.StringIO()
         try:
             with contextlib.redirect_stdout(buffer):
-                exec(code, self.namespace)  # noqa: S102 - test fake
+                exec(code, self.namespace)  # test fake
         except Exception as exc:  # the cell's error is data
             return FakeExecution(FakeStatus.ERROR, buffer.getvalue() + f"{type(exc).__name__}: {exc}")
         text = buffer.getvalue()

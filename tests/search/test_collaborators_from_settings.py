@@ -8,13 +8,12 @@ import types
 from pathlib import Path
 
 import pytest
+from viewer_trees import decided, wide_tree
 
 from search.config import Mode, SearchConfig
 from search.loaders import LoadError, load_value, sandbox_config
 from search.ray_actors import TreeOutcome
 from search.result import SearchStats
-
-from viewer_trees import decided, wide_tree
 
 
 def test_no_value_model_is_none_and_a_missing_folder_names_the_option(tmp_path: Path) -> None:

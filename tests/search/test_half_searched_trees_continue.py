@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 
+from search_fakes import FakePolicy, FakeSandbox, answer, code
+
 from jupiter.task import Task
 from sandbox import Sandbox, SandboxConfig
 from search import Mode, SearchConfig, run_search
@@ -14,12 +16,11 @@ from search.checkpoints import SavedSearch, TreeCheckpoints
 from search.driver import recorded_cells
 from search.tree import NodeStatus
 
-from search_fakes import FakePolicy, FakeSandbox, answer, code
-
 TASK = Task(id="twice", question="What is twice the base?", format="@y[value]", label="@y[42]")
 SCRIPT = [
     ("Task:", [code("set", f"x = {x}\nprint('set', x)") for x in (21, 20)]),
-    ("Observation:\nset", [code("double", "y = 2 * x\nprint('double', y)"), code("triple", "y = 3 * x\nprint('triple', y)")]),
+    ("Observation:\nset", [code("double", "y = 2 * x\nprint('double', y)"),
+                           code("triple", "y = 3 * x\nprint('triple', y)")]),
     ("Observation:\ndouble", [code("sum", "print('sum', x + y)")]),
     ("Observation:\ntriple", [code("sum", "print('sum', x + y)")]),
     ("Observation:\nsum", [answer("@y[42]")]),

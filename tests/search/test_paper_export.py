@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from search_dabench import replay_rules
+
 from jupiter.llm import ReplayPolicy
 from search import Mode, SearchConfig, run_search
 from search.export import PAPER_FIELDS, paper_records, save_paper_tree
 from search.tree_cli import main
 from search.tree_io import load_tree, save_tree
 from value_model.extract import extract_samples
-
-from search_dabench import replay_rules
 
 V1 = Path(__file__).parent / "data" / "tree_v1.json"
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from search_dabench import final, step
 
 from jupiter.llm import ReplayPolicy
 from jupiter.sft.data import read_sharegpt
@@ -15,8 +16,6 @@ from search import Mode, SearchConfig, run_search
 from search.right_paths import RightPathsConfig, collect_right_paths, right_path_rows
 from search.tree import NodeStatus
 from search.tree_io import save_tree
-
-from search_dabench import final, step
 
 
 def _rules() -> list[dict]:

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from search_dabench import final, step
 
 from jupiter.cli import build_parser, main
-
-from search_dabench import final, step
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "jupiter" / "examples"
 EXAMPLE = EXAMPLES / "titanic_mean_fare.json"
@@ -110,7 +109,7 @@ def test_setup_file_runs_once_before_the_search(tmp_path, capsys):
     result = json.loads((out / "result.json").read_text())
     assert result["answer"] == "@mean_fare[34.65]"
     notebook = nbformat.read(out / "solution.ipynb", as_version=4)
-    assert [c.source for c in notebook.cells if c.cell_type == "code"][0] == setup.read_text()
+    assert next(c.source for c in notebook.cells if c.cell_type == "code") == setup.read_text()
 
 
 class _ScorerStub:

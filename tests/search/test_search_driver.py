@@ -7,13 +7,13 @@ import json
 import os
 from pathlib import Path
 
+from search_fakes import ConstantValue, FakePolicy, FakeSandbox, answer, code
+
 from jupiter.task import Task
 from search import Mode, SearchConfig, run_search, solve_many
 from search.baselines import react_config, vote_config
 from search.tree import NodeStatus, TerminalReason
 from search.tree_io import tree_to_dict
-
-from search_fakes import ConstantValue, FakePolicy, FakeSandbox, answer, code
 
 DATA = Path(__file__).parent / "data"
 TASK = Task(id="sum", question="What is 1 + 2?", format="@x[value]", label="@x[3]")

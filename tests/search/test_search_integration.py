@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import nbformat
 import pytest
+from search_dabench import SOLUTIONS, replay_rules
 
 from jupiter.answers import extract_answers
 from jupiter.llm import ReplayPolicy
@@ -11,8 +12,6 @@ from search import Mode, SearchConfig, run_search, solve_many
 from search.baselines import react_config, vote_config
 from search.export import path_notebook
 from search.tree import NodeStatus, TerminalReason
-
-from search_dabench import SOLUTIONS, replay_rules
 
 
 def policy_for(*qids: int) -> ReplayPolicy:

@@ -6,12 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from search_fakes import FakePolicy, FakeSandbox, answer, code
 
 from jupiter.task import Task
 from search import SearchConfig, run_search
 from search.tree import NodeStatus, TerminalReason
-
-from search_fakes import FakePolicy, FakeSandbox, answer, code
 
 TASK = Task(id="sum", question="What is 1 + 2?", format="@x[value]", label="@x[3]")
 GOOD = code("add", "x = 1 + 2\nprint(x)")

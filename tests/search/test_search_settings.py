@@ -12,12 +12,18 @@ from jupiter.commands.solve_remote import remote_settings, run_remote
 from jupiter.task import TaskError
 from search import ConfigError, Mode, SearchConfig
 from search.profiles import PROFILES, profile_values, resolve_profile
-from search.settings import (FIELD_FLAGS, JobSettings, LocalSettings, add_search_arguments, parse_job_settings,
-                             resolve_settings)
+from search.settings import (
+    FIELD_FLAGS,
+    JobSettings,
+    LocalSettings,
+    add_search_arguments,
+    parse_job_settings,
+    resolve_settings,
+)
 
-GIVEN = {"iterations": "7", "expansions": "2", "max_depth": "4", "c_puct": "0.5", "decision": "value", "vote_key": "format",
-         "temperature": "0.3", "top_p": "0.9", "max_tokens": "64", "repeat_retries": "2", "leaves_per_step": "2", "vote_runs": "3",
-         "cell_timeout": "9"}
+GIVEN = {"iterations": "7", "expansions": "2", "max_depth": "4", "c_puct": "0.5", "decision": "value",
+         "vote_key": "format", "temperature": "0.3", "top_p": "0.9", "max_tokens": "64", "repeat_retries": "2",
+         "leaves_per_step": "2", "vote_runs": "3", "cell_timeout": "9"}
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -3,12 +3,12 @@ keeps what it has, a stopped queued tree never opens a sandbox, and Ctrl-C insid
 
 from __future__ import annotations
 
+from search_fakes import FakePolicy, FakeSandbox, answer, code
+
 from jupiter.task import Task
 from search import SearchConfig, run_search, solve_many
 from search.driver import TreeUpdate
 from search.tree import NodeStatus
-
-from search_fakes import FakePolicy, FakeSandbox, answer, code
 
 TASK = Task(id="sum", question="What is 1 + 2?", format="@x[value]", label="@x[3]")
 GOOD = code("add", "x = 1 + 2\nprint(x)")

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from search_fakes import FakePolicy, FakeSandbox, answer, code
+from test_search_driver import TASK, script
 
 from search import Mode, SearchConfig, run_search
 from search.tree import NodeStatus, TerminalReason
 from search.tree_io import TreeFileError, load_tree, node_messages, save_tree, tree_from_dict, tree_to_dict
-
-from search_fakes import FakePolicy, FakeSandbox, answer, code
-from test_search_driver import TASK, script
 
 PAPER_FIELDS = {"tag", "depth", "is_terminal", "visit_count", "value_sum", "value"}  # and ``messages`` rebuilt
 

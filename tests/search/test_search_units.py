@@ -5,17 +5,22 @@ from __future__ import annotations
 import math
 
 import pytest
+from search_fakes import FakeCompletion, FakeExecution, FakeStatus, answer, code
 
 from jupiter.task import Task
 from search import ConfigError, Mode, SearchConfig
 from search.baselines import config_for_mode, react_config, vote_config
 from search.decide import decide
 from search.evaluate import fixed_value, needs_value_model
-from search.expand import (apply_execution, check_limits, classify_reply, draft_children, estimate_tokens,
-                           repeats_failed_cell)
+from search.expand import (
+    apply_execution,
+    check_limits,
+    classify_reply,
+    draft_children,
+    estimate_tokens,
+    repeats_failed_cell,
+)
 from search.tree import Node, NodeStatus, TerminalReason, Tree
-
-from search_fakes import FakeCompletion, FakeExecution, FakeStatus, answer, code
 
 
 @pytest.mark.parametrize("field, value", [

@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import nbformat
+from viewer_trees import decided, wide_tree
 
 from search.outputs import write_json_atomic, write_outputs, write_partial
 from search.tree_io import load_tree
-
-from viewer_trees import decided, wide_tree
 
 
 def test_result_json_holds_the_returned_record_and_names_the_notebook(tmp_path: Path) -> None:

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
-from tests.headless_chrome import headless_chrome, skip_without_chromium
+from viewer_trees import LABEL, QUESTION, decided, wide_tree
 
 from jupiter.answers import reward
 from search.outputs import write_outputs
-
-from viewer_trees import LABEL, QUESTION, decided, wide_tree
+from tests.headless_chrome import headless_chrome, skip_without_chromium
 
 skip_without_chromium()
 pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the dev extra)")
@@ -166,7 +165,7 @@ def test_a_click_opens_the_node_in_the_side_panel(browser: Any, page150: tuple[P
 
 
 def test_zoom_pan_fit_and_collapse(browser: Any, page150: tuple[Path, dict]) -> None:
-    page, record = page150
+    page, _record = page150
     _open(browser, page)
     fitted = _scale(browser)
     svg = browser.find_element(By.ID, "tree")

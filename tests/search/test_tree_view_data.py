@@ -7,17 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
-
-from jupiter.answers import canonical_answer, reward
-from jupiter.cli import main
+from viewer_trees import LABEL, QUESTION, decided, wide_tree
 
 import search.html as tree_html
+from jupiter.answers import canonical_answer, reward
+from jupiter.cli import main
 from search.config import Decision
 from search.html import TREE_VIEW_JS, extract_view_data, render_tree_html, tree_view_data
 from search.outputs import write_outputs
 from search.tree import NodeStatus, TerminalReason, Tree
-
-from viewer_trees import LABEL, QUESTION, decided, wide_tree
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "jupiter" / "examples"
 HOSTILE = "</script><script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\"><b>bold</b>"

@@ -14,7 +14,6 @@ import random
 
 from jupiter.answers import reward
 from jupiter.task import Task
-
 from search.config import Mode, SearchConfig
 from search.result import SearchResult, SearchStats, result_from_tree
 from search.tree import Node, NodeStatus, TerminalReason, Tree

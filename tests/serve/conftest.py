@@ -3,8 +3,8 @@ real ``jupiter serve`` on a free (or the given) 127.0.0.1 port, stopped by PID w
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from serve_helpers import Server

@@ -12,9 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import requests
 
@@ -50,7 +51,7 @@ class Server:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
-    def start(self, timeout: float = 60.0) -> "Server":
+    def start(self, timeout: float = 60.0) -> Server:
         self.port = self.port or free_port()
         cmd = [sys.executable, "-m", "jupiter.cli", "serve", "--port", str(self.port), "--db", str(self.db),
                "--data-root", str(self.data_root), *self.args]

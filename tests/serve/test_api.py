@@ -11,9 +11,9 @@ import sys
 
 import pytest
 import requests
+from serve_helpers import REPO, TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, write_replay
 
 from search.settings import JobSettings
-from serve_helpers import REPO, TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, write_replay
 
 
 @pytest.fixture(scope="module")

@@ -11,16 +11,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, Server
 
 from search.config import Mode
 from search.settings import JobSettings
 from tests.headless_chrome import headless_chrome, skip_without_chromium
-
-from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, Server
 
 skip_without_chromium()
 pytest.importorskip("selenium.webdriver", reason="the browser test needs selenium (the dev extra)")

@@ -12,18 +12,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import nbformat
 import pytest
 import requests
+from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, Server
 
 from benchmarks.perf.serve_load import MemorySampler
-from jupiter.client import (Client, ClientError, Event, JobStatus, ServerUnreachable, WaitTimeout, mime_type,
-                            parse_sse)
+from jupiter.client import Client, ClientError, Event, JobStatus, ServerUnreachable, WaitTimeout, mime_type, parse_sse
 from jupiter.serve.timing import server_ms
-from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, Server
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +104,7 @@ def test_status_list_and_live_events_of_a_new_job(client: Client) -> None:
     assert kinds[-1] == "done" and kinds.count("done") == 1
     if "status" in kinds:  # subscribed before the end: the live stream also carries the iterations
         assert "iteration" in kinds
-    assert [e for e in events if e.type == "node"][0].data["parent"] is None
+    assert next(e for e in events if e.type == "node").data["parent"] is None
     job = client.wait(job_id, poll=0.1, timeout=60)
     assert job["status"] == "done" and job["progress"]["iterations"] <= 3
     assert job_id in [j["id"] for j in client.list(limit=50)]

@@ -18,8 +18,9 @@ import ssl
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -141,7 +142,7 @@ def test_threads_share_a_client_on_kept_alive_connections(serve) -> None:
     assert len(server.seen) == 120 and server.connections <= 6
 
 
-def _health_in_a_child(client: Client, out: "multiprocessing.Queue[Any]") -> None:
+def _health_in_a_child(client: Client, out: multiprocessing.Queue[Any]) -> None:
     out.put(client.health())
 
 

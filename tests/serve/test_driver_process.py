@@ -7,18 +7,16 @@ import os
 import signal
 import sqlite3
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 from fastapi.testclient import TestClient
+from serve_helpers import SIMPLE_TASK, TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, sleepy_replay
 
 from jupiter.serve.app import create_app
 from jupiter.serve.config import ServeConfig, ServeConfigError
 from jupiter.serve.driver_process import DriverProcess, DriverStartError
 from jupiter.serve.timing import server_ms
-
-from serve_helpers import SIMPLE_TASK, TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, sleepy_replay
 
 
 def _submit(client: TestClient, task: str | None = None, files: list[tuple[str, bytes]] | None = None,
@@ -148,7 +146,7 @@ def test_a_server_killed_by_sigkill_leaves_no_driver_and_no_lost_job(start_serve
     assert len(drivers) == 1, [p.cmdline() for p in _children(first.process.pid)]
     os.kill(first.process.pid, signal.SIGKILL)
     first.process.wait(10)
-    gone, alive = psutil.wait_procs(drivers, timeout=60)
+    _gone, alive = psutil.wait_procs(drivers, timeout=60)
     assert not alive, "the driver outlived its server"
     with sqlite3.connect(first.db) as db:
         status = db.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from serve_helpers import TITANIC_REPLAY
+
 from tests.ports import free_port
 from tests.ray_head import start_head, stop_head
 

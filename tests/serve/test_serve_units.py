@@ -11,15 +11,21 @@ import time
 from pathlib import Path
 
 import pytest
+from serve_helpers import SIMPLE_TASK, sleepy_replay
 
 from jupiter.serve.config import ServeConfig, ServeConfigError, is_loopback
 from jupiter.serve.events import Event, EventHub, EventType
-from jupiter.serve.jobs import (SubmissionError, as_job_task, check_file_name, job_paths, load_job_task,
-                                parse_settings, search_config)
+from jupiter.serve.jobs import (
+    SubmissionError,
+    as_job_task,
+    check_file_name,
+    job_paths,
+    load_job_task,
+    parse_settings,
+    search_config,
+)
 from jupiter.serve.metrics import MetricsSnapshot, RateMeter, render_metrics
 from jupiter.serve.store import JobStatus, JobStore
-
-from serve_helpers import SIMPLE_TASK, sleepy_replay
 
 
 def test_store_round_trip_requeue_and_gc(tmp_path):
@@ -187,10 +193,9 @@ class _Recording:
 
 def test_trees_of_different_jobs_share_a_model_call(tmp_path):
     from jupiter.llm import load_replay
-    from sandbox import Sandbox, SandboxConfig
-
     from jupiter.serve.jobs import JobSpec
     from jupiter.serve.scheduler import Scheduler
+    from sandbox import Sandbox, SandboxConfig
 
     policy = _Recording(load_replay(sleepy_replay(tmp_path / "s.json", seconds=0.2)))
     store, hub = JobStore(tmp_path / "db.sqlite"), EventHub()
@@ -240,10 +245,9 @@ class _Broken:
 
 def test_a_failing_policy_fails_the_jobs_in_flight_and_the_server_goes_on(tmp_path):
     from jupiter.llm import load_replay
-    from sandbox import Sandbox, SandboxConfig
-
     from jupiter.serve.jobs import JobSpec
     from jupiter.serve.scheduler import Scheduler
+    from sandbox import Sandbox, SandboxConfig
 
     policy = _Broken(load_replay(sleepy_replay(tmp_path / "s.json", seconds=0.0)))
     store, hub = JobStore(tmp_path / "db.sqlite"), EventHub()
@@ -304,10 +308,9 @@ class _PrefersWaiting:
 
 def test_a_value_model_scores_the_jobs_nodes_and_progress_is_in_the_database_while_it_runs(tmp_path):
     from jupiter.llm import load_replay
-    from sandbox import Sandbox, SandboxConfig
-
     from jupiter.serve.jobs import JobSpec
     from jupiter.serve.scheduler import Scheduler
+    from sandbox import Sandbox, SandboxConfig
 
     value = _PrefersWaiting()
     store, hub = JobStore(tmp_path / "db.sqlite"), EventHub()
@@ -392,9 +395,9 @@ def test_jobs_of_one_task_and_seed_grow_the_same_tree(tmp_path):
     seed, so resubmitting a task with its seed reproduces its tree (before, each job id broke ties its own way:
     3 of 8 identical jobs found another answer)."""
     from fastapi.testclient import TestClient
+    from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK
 
     from jupiter.serve.app import create_app
-    from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK
 
     def signature(client: TestClient, job_id: str) -> list[tuple]:
         nodes = client.get(f"/v1/tasks/{job_id}/tree.json").json()
@@ -429,9 +432,9 @@ def test_submits_that_arrive_together_are_registered_one_at_a_time_on_one_thread
     """Registration (job folder, task check, row, queue) is GIL-bound: concurrent submits are registered one after
     another, never overlapping, so they do not take GIL turns from the event loop; each is accepted once."""
     from fastapi.testclient import TestClient
+    from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK
 
     import jupiter.serve.app as app_module
-    from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK
 
     spans: list[tuple[float, float]] = []
     register = app_module._register_job

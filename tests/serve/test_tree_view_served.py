@@ -10,16 +10,16 @@ Chromium, chromedriver or Selenium is missing.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
-
-from tests.headless_chrome import headless_chrome
 import requests
+from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, Server
 
 from jupiter.client import Client
 from search.html import TREE_VIEW_JS, extract_view_data
-from serve_helpers import TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, Server
+from tests.headless_chrome import headless_chrome
 
 HOSTILE = "</script><script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\"><b>bold</b>"
 

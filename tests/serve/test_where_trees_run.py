@@ -12,7 +12,6 @@ from jupiter.llm import Policy
 from jupiter.serve.backend import start_backend
 from jupiter.serve.config import ServeConfig
 from search.loaders import LoadError
-
 from tests.serve.serve_helpers import TITANIC_REPLAY
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from sft_rows import TINY, short_rows, write_rows
 
 

@@ -53,7 +53,8 @@ def test_default_is_the_base_with_the_shipped_adapter_merged_in(cache, shipped, 
     assert merged.parent == cache / "models" and merged.name.startswith("gemma3-270m-nbqa-")
     assert (merged / "jupiter-merged.json").is_file() and (merged / "tokenizer.json").is_file()
     # the LoRA-adapted layers changed, the embeddings (not adapted) did not
-    base_q, tuned_q = _tensor(base_model_dir, "layers.0.self_attn.q_proj.weight"), _tensor(merged, "layers.0.self_attn.q_proj.weight")
+    base_q = _tensor(base_model_dir, "layers.0.self_attn.q_proj.weight")
+    tuned_q = _tensor(merged, "layers.0.self_attn.q_proj.weight")
     assert tuned_q.dtype == base_q.dtype and not bool((tuned_q == base_q).all())
     assert bool((_tensor(merged, "embed_tokens.weight") == _tensor(base_model_dir, "embed_tokens.weight")).all())
     stamp = (merged / "model.safetensors").stat().st_mtime_ns

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pytest
+from sft_rows import sharegpt_row
 
 from jupiter.llm.rendering import render_for_tokenizer
-from jupiter.sft.data import (IGNORE, SftDataError, encode_all, encode_conversation, end_marker,
-                              read_sharegpt)
-
-from sft_rows import sharegpt_row, write_rows
+from jupiter.sft.data import IGNORE, SftDataError, encode_all, encode_conversation, end_marker, read_sharegpt
 
 
 def test_backend_prompt_ids_are_a_prefix_of_the_sample_for_every_assistant_turn(sft_file, tokenizer):

@@ -65,10 +65,10 @@ def test_a_gpu_cannot_be_picked_once_cuda_started_with_several_visible(monkeypat
 def test_sft_on_a_missing_gpu_fails_before_the_model_loads(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch")
     pytest.importorskip("peft")
+    from sft_rows import short_rows
+
     from jupiter.sft.config import profile
     from jupiter.sft.train import SftError, SftRequest, train_sft
-
-    from sft_rows import short_rows
 
     monkeypatch.setattr(sft_device, "_pinned", set())
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)

@@ -14,12 +14,11 @@ import threading
 import time
 
 import pytest
+from sft_rows import TINY, short_rows
 
 from jupiter.cli import main
 from jupiter.sft.config import profile
 from jupiter.sft.train import SftInterrupted, SftRequest, latest_checkpoint, train_sft
-
-from sft_rows import TINY, short_rows
 
 pytest.importorskip("peft")
 

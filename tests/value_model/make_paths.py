@@ -76,7 +76,8 @@ def main() -> None:
             def step(state, thought, code):
                 return {"thought": thought, "code": code, "observation": state.run(code).observation(max_chars=240)}
 
-            first = {"thought": "Load the data and look at its shape and columns.", "code": load, "observation": load_obs}
+            first = {"thought": "Load the data and look at its shape and columns.", "code": load,
+                     "observation": load_obs}
             ok = loaded.branch()
             compute = step(ok, "Compute the requested statistic.", spec["compute"])
             bad = step(loaded.branch(), "Compute the requested statistic.", spec["bad"])

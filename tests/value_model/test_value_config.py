@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 from pathlib import Path
 
-from value_model.config import (DEFAULT_TRAIN_PROFILE, TRAIN_PROFILES, ConfigError, ModelConfig, TemplateName,
-                                TrainConfig, train_profile)
+import pytest
+
+from value_model.config import (
+    DEFAULT_TRAIN_PROFILE,
+    TRAIN_PROFILES,
+    ConfigError,
+    ModelConfig,
+    TemplateName,
+    TrainConfig,
+    train_profile,
+)
 
 
 @pytest.mark.parametrize("field, value", [("epochs", 0), ("batch_size", -1), ("grad_accumulation", 0),
-                                          ("learning_rate", 0.0), ("warmup_steps", -1), ("max_grad_norm", 0.0), ("eval_fraction", 1.5),
-                                          ("weight_decay", -0.1), ("max_steps", -1), ("head_learning_rate", 0.0)])
+                                          ("learning_rate", 0.0), ("warmup_steps", -1), ("max_grad_norm", 0.0),
+                                          ("eval_fraction", 1.5), ("weight_decay", -0.1), ("max_steps", -1),
+                                          ("head_learning_rate", 0.0)])
 def test_train_config_names_the_bad_field(field: str, value) -> None:
     with pytest.raises(ConfigError, match=f"TrainConfig.{field}"):
         TrainConfig(**{field: value})
@@ -50,7 +58,7 @@ def test_training_defaults_are_the_papers() -> None:
     assert DEFAULT_TRAIN_PROFILE == "paper" and TRAIN_PROFILES["paper"] == config
     source = (Path(__file__).parents[2] / "value_model" / "config.py").read_text()
     for field in ("epochs", "batch_size", "learning_rate", "weight_decay", "warmup_steps", "max_grad_norm"):
-        line = next(l for l in source.splitlines() if l.strip().startswith(f"{field}: "))
+        line = next(text for text in source.splitlines() if text.strip().startswith(f"{field}: "))
         assert "# paper" in line, line  # each paper default says where it comes from
 
 

@@ -105,8 +105,8 @@ def test_stopped_at_max_steps_then_resumed_equals_never_stopped(straight, model_
 
 def test_sigterm_stops_after_the_step_with_a_checkpoint_and_the_rerun_resumes(straight, model_config, tmp_path,
                                                                               monkeypatch) -> None:
-    from value_model.trainer import RunLog
     from value_model.train import TrainingInterrupted, latest_checkpoint, train_value_model
+    from value_model.trainer import RunLog
 
     real_add = RunLog.add_batch
     batches = []

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-import value_model.data
-import value_model.truncate
 from jupiter.prompts import GEMMA, Turn, build_messages, render_prompt
 from jupiter.task import Task
 from value_model.config import ModelConfig
