@@ -2,7 +2,9 @@
 
 One place for both backends: the fork runtime (``_server.py``, which loads this file by path because it must not
 import the package) applies the rlimits at start, the kernel backend between fork and exec of each kernel.
-Standard library only.
+Standard library only. No ``from __future__ import annotations``: ``_server`` loads this file without
+registering it in ``sys.modules``, where ``dataclasses`` cannot read string annotations (forward references are
+quoted instead).
 
 Process budget — why a cgroup: ``RLIMIT_NPROC`` counts every process of the runtime's *user*, and every
 sandbox on a host drops to the same uid (65534), so one busy sandbox (or a fork bomb in it) used up the budget
@@ -22,6 +24,7 @@ import re
 import resource
 import signal
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +44,7 @@ _GROUP_NAME = re.compile(r"^jupiter-(\d+)-(\d+)$")
 _group_numbers = itertools.count(1)  # only makes names unique within this host process
 
 
-def lower_priority(nice, own_session=False):
+def lower_priority(nice: int, own_session: bool = False) -> None:
     """Run at niceness ``nice`` at least, as a process and as a session.
 
     Why both: where the kernel groups the scheduling by session (``sched_autogroup``, on by default on many
@@ -64,7 +67,7 @@ def lower_priority(nice, own_session=False):
         pass  # no autogroup scheduling here: the process niceness is what counts
 
 
-def apply_limits(rlimits, nice=0):
+def apply_limits(rlimits: Mapping[str, int | None], nice: int = 0) -> None:
     """Set each named limit (None: unlimited), run at niceness ``nice`` at least (``lower_priority``), and
     ignore SIGXFSZ, so that a too-large file is an OSError in the cell rather than the death of the process.
     All survive exec."""
@@ -88,11 +91,11 @@ class ProcessBudget(str, enum.Enum):
     NONE = "none"
 
 
-def _pid_alive(pid):
+def _pid_alive(pid: int) -> bool:
     return os.path.exists(f"/proc/{pid}")
 
 
-def pids_cgroup_parent(mountinfo="/proc/self/mountinfo", cgroup_file="/proc/self/cgroup"):
+def pids_cgroup_parent(mountinfo: str = "/proc/self/mountinfo", cgroup_file: str = "/proc/self/cgroup") -> Path | None:
     """The directory of this process's cgroup in a hierarchy that has the ``pids`` controller, or None.
 
     cgroup v2 (unified) is preferred when ``pids`` is available there; on hybrid hosts ``pids`` is often a v1
@@ -101,7 +104,8 @@ def pids_cgroup_parent(mountinfo="/proc/self/mountinfo", cgroup_file="/proc/self
     return cgroup_parent("pids", mountinfo, cgroup_file)
 
 
-def cgroup_parent(controller, mountinfo="/proc/self/mountinfo", cgroup_file="/proc/self/cgroup"):
+def cgroup_parent(controller: str, mountinfo: str = "/proc/self/mountinfo",
+                  cgroup_file: str = "/proc/self/cgroup") -> Path | None:
     """The directory of this process's cgroup in a hierarchy that has ``controller`` (v2 first, then v1), or
     None."""
     try:
@@ -109,7 +113,8 @@ def cgroup_parent(controller, mountinfo="/proc/self/mountinfo", cgroup_file="/pr
         groups = Path(cgroup_file).read_text().splitlines()
     except OSError:
         return None
-    v2_path = v1_path = None
+    v2_path: str | None = None
+    v1_path: str | None = None
     for line in groups:
         parts = line.split(":", 2)
         if len(parts) != 3:
@@ -118,7 +123,7 @@ def cgroup_parent(controller, mountinfo="/proc/self/mountinfo", cgroup_file="/pr
             v2_path = parts[2]
         elif controller in parts[1].split(","):
             v1_path = parts[2]
-    found = {}
+    found: dict[str, Path] = {}
     for line in mounts:
         left, _, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
@@ -139,13 +144,13 @@ def cgroup_parent(controller, mountinfo="/proc/self/mountinfo", cgroup_file="/pr
     return found.get("v1")
 
 
-def _inside(mountpoint, mount_root, path):
+def _inside(mountpoint: str, mount_root: str, path: str) -> Path:
     """Where cgroup ``path`` appears under a mount of the hierarchy's ``mount_root``."""
     rel = os.path.relpath(path, mount_root) if path.startswith(mount_root) else path.lstrip("/")
     return Path(mountpoint) / ("" if rel == "." else rel)
 
 
-def _procs(path):
+def _procs(path: Path) -> list[int]:
     """Process ids in the cgroup at ``path`` now (host pid namespace); empty when unreadable."""
     try:
         return [int(p) for p in (path / "cgroup.procs").read_text().split()]
@@ -153,7 +158,7 @@ def _procs(path):
         return []
 
 
-def _kill_all(pids):
+def _kill_all(pids: Iterable[int]) -> None:
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -168,7 +173,7 @@ class PidsCgroup:
     path: Path
 
     @classmethod
-    def create(cls, parent, max_pids):
+    def create(cls, parent: str | Path, max_pids: int) -> "PidsCgroup":
         """Create ``jupiter-<our pid>-<n>`` under ``parent`` with ``pids.max = max_pids`` (after removing groups
         of hosts that died). Raises OSError when the host does not let us (not root, read-only, no controller)."""
         parent = Path(parent)
@@ -198,32 +203,32 @@ class PidsCgroup:
         return group
 
     @property
-    def procs_file(self):
+    def procs_file(self) -> Path:
         return self.path / "cgroup.procs"
 
-    def pids(self):
+    def pids(self) -> list[int]:
         """Process ids in the group now (host pid namespace)."""
         return _procs(self.path)
 
-    def holds(self, pid):
+    def holds(self, pid: int) -> bool:
         return pid in self.pids()
 
-    def _read(self, name):
+    def _read(self, name: str) -> int | None:
         try:
             value = (self.path / name).read_text().strip()
         except OSError:
             return None
         return int(value) if value.isdigit() else None
 
-    def current(self):
+    def current(self) -> int | None:
         """Processes (and threads) counted now, None if unreadable."""
         return self._read("pids.current")
 
-    def peak(self):
+    def peak(self) -> int | None:
         """Most processes counted at once (``pids.peak``; None where the kernel has no such file)."""
         return self._read("pids.peak")
 
-    def remove(self, timeout_s=5.0):
+    def remove(self, timeout_s: float = 5.0) -> bool:
         """Kill what is left in the group (and in the groups of its states) and remove it; True when it is gone.
         Idempotent."""
         deadline = time.monotonic() + timeout_s
@@ -247,7 +252,7 @@ class PidsCgroup:
             time.sleep(0.01)  # killed processes leave the group once they are reaped
 
 
-def remove_stale_groups(parent):
+def remove_stale_groups(parent: str | Path) -> int:
     """Remove ``jupiter-<pid>-<n>`` groups under ``parent`` whose host process is gone (it crashed before
     closing its sandboxes); returns how many were removed. Groups of live hosts are left alone."""
     removed = 0
@@ -265,7 +270,8 @@ def remove_stale_groups(parent):
     return removed
 
 
-def open_process_budget(max_processes, nproc_enforced):
+def open_process_budget(max_processes: int | None,
+                        nproc_enforced: bool) -> tuple[ProcessBudget, PidsCgroup | None]:
     """Decide a new sandbox's process budget: ``(ProcessBudget, PidsCgroup | None)``.
 
     ``nproc_enforced``: whether RLIMIT_NPROC would hold for the runtimes (it does not for root).
@@ -283,7 +289,7 @@ def open_process_budget(max_processes, nproc_enforced):
     return (ProcessBudget.RLIMIT if nproc_enforced else ProcessBudget.NONE), None
 
 
-def _write(path, value):
+def _write(path: str | Path, value: object) -> None:
     """Write a cgroup file: one ``write`` of the value (no buffered file object: this is on every branch's path)."""
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
@@ -292,7 +298,7 @@ def _write(path, value):
         os.close(fd)
 
 
-def _is_v2(path):
+def _is_v2(path: str | Path) -> bool:
     return (Path(path) / "cgroup.controllers").is_file()
 
 
@@ -306,19 +312,20 @@ class SandboxGroups:
     its own); and its memory limit counts what its cells put in ``/tmp`` and ``/dev/shm``, which the address
     space limit does not. Where a hierarchy is missing or not writable, it is left out (``available``)."""
 
-    def __init__(self, pids, memory, cpu, state_memory_bytes, per_state=True):
+    def __init__(self, pids: PidsCgroup | None, memory: Path | None, cpu: Path | None,
+                 state_memory_bytes: int | None, per_state: bool = True) -> None:
         self.pids = pids
         self.memory = memory
         self.cpu = cpu
         self.state_memory_bytes = state_memory_bytes
         self.per_state = per_state
-        self._removing = []
-        self.protected = set()  # host pids of the zygote and the live runtimes (see StateGroup.kill)
-        self._usage_fd = None
+        self._removing: list[Path] = []
+        self.protected: set[int] = set()  # host pids of the zygote and the live runtimes (see StateGroup.kill)
+        self._usage_fd: int | None = None
         self._file_bytes = 0
         self._file_read_at = float("-inf")
 
-    def memory_in_use(self, file_refresh_s=1.0):
+    def memory_in_use(self, file_refresh_s: float = 1.0) -> int | None:
         """Memory of everything in the sandbox's memory group (zygote, states, their processes and tmpfs files),
         less its page cache, in bytes; None without a v1 memory group. The usage is one counter the kernel keeps
         (read through a descriptor kept open: ~0.01 ms); the page cache comes from ``memory.stat`` (a walk of
@@ -341,7 +348,7 @@ class SandboxGroups:
                 pass
         return max(0, usage - self._file_bytes)
 
-    def rescue(self, pids, state_paths):
+    def rescue(self, pids: Iterable[int], state_paths: Sequence[Path]) -> None:
         """Move ``pids`` from a state's groups back to the sandbox's own (the parent of each state group)."""
         for pid in pids:
             log.warning("runtime %s was found in another state's cgroup (moved there by a cell): moved back", pid)
@@ -352,7 +359,8 @@ class SandboxGroups:
                     log.warning("could not move runtime %s back from %s: %s", pid, path, exc)
 
     @classmethod
-    def open(cls, pids, state_memory_mb, cpu_weight, per_state=True):
+    def open(cls, pids: PidsCgroup | None, state_memory_mb: float | None, cpu_weight: float | None,
+             per_state: bool = True) -> "SandboxGroups":
         """Create the sandbox's memory and cpu groups where the host allows it (``$JUPITER_SANDBOX_CGROUP=off``
         disables every cgroup). ``pids``: the sandbox's PidsCgroup, or None."""
         memory = cpu = None
@@ -366,20 +374,20 @@ class SandboxGroups:
                    per_state)
 
     @property
-    def procs_files(self):
+    def procs_files(self) -> list[Path]:
         """Where the zygote's launcher writes its pid (pids, memory, cpu: those that exist)."""
         return [g / "cgroup.procs" for g in (self.pids.path if self.pids is not None else None, self.memory,
                                               self.cpu) if g is not None]
 
-    def new_state(self, name):
+    def new_state(self, name: str) -> "StateGroup | None":
         """The group of one new state (created now; None where no hierarchy is usable or per-state groups are
         off)."""
         if not self.per_state:
             return None
         if self._removing:
             self.collect()
-        paths = []
-        memory = None
+        paths: list[Path] = []
+        memory: Path | None = None
         for base in (self.pids.path if self.pids is not None else None, self.memory):
             if base is None:
                 continue
@@ -395,7 +403,7 @@ class SandboxGroups:
             paths.append(path)
         return StateGroup(tuple(paths), memory, self) if paths else None
 
-    def collect(self):
+    def collect(self) -> None:
         """Remove the groups of ended states whose processes were still exiting when they were killed."""
         pending, self._removing = self._removing, []
         for path in pending:
@@ -406,7 +414,11 @@ class SandboxGroups:
             except OSError:
                 self._removing.append(path)
 
-    def remove(self):
+    def remove_later(self, path: Path) -> None:
+        """Remove a state's group at the next ``collect`` (its members are still exiting)."""
+        self._removing.append(path)
+
+    def remove(self) -> None:
         """Remove the memory and cpu groups (what is left in them is killed); the pids group is removed by its
         owner."""
         self.collect()
@@ -419,7 +431,7 @@ class SandboxGroups:
         self._removing = []
 
 
-def _make_group(controller, cpu_weight):
+def _make_group(controller: str, cpu_weight: float | None) -> Path | None:
     parent = cgroup_parent(controller)
     if parent is None:
         return None
@@ -458,12 +470,12 @@ class StateGroup:
     runtime with the fork request; the new state writes ``0`` into each before it does anything else
     (``_server._join_own_groups``), and the host checks that it did (``holds``; else ``add``)."""
 
-    def __init__(self, paths, memory, owner):
+    def __init__(self, paths: tuple[Path, ...], memory: Path | None, owner: SandboxGroups) -> None:
         self.paths = paths
         self.memory = memory
         self._owner = owner
 
-    def add(self, pid):
+    def add(self, pid: int) -> bool:
         """Move ``pid`` (host pid namespace) in; False where it could not be moved."""
         ok = True
         for path in self.paths:
@@ -474,10 +486,10 @@ class StateGroup:
                 ok = False
         return ok
 
-    def join_files(self):
+    def join_files(self) -> list[int]:
         """Descriptors (write-only) of the v1 ``tasks`` file of each of the state's groups, for the new state to
         move itself in; empty where a group has none (cgroup v2: the host moves the state, ``add``)."""
-        fds = []
+        fds: list[int] = []
         for path in self.paths:
             try:
                 fds.append(os.open(os.path.join(path, "tasks"), os.O_WRONLY | os.O_CLOEXEC))
@@ -487,7 +499,7 @@ class StateGroup:
                 return []
         return fds
 
-    def holds(self, pid):
+    def holds(self, pid: int) -> bool:
         """Whether process ``pid`` is a member of every group of the state (read from ``/proc/<pid>/cgroup``)."""
         try:
             fd = os.open(f"/proc/{pid}/cgroup", os.O_RDONLY | os.O_CLOEXEC)
@@ -500,10 +512,10 @@ class StateGroup:
         where = {line.rstrip("/").rsplit("/", 1)[-1] for line in text.splitlines()}
         return all(path.name in where for path in self.paths)
 
-    def pids(self):
+    def pids(self) -> list[int]:
         return _procs(self.paths[0])
 
-    def kill(self, timeout_s=2.0):
+    def kill(self, timeout_s: float = 2.0) -> bool:
         """SIGKILL every member until none is left (a member forking meanwhile is caught by the next round).
 
         Members the sandbox protects (its zygote, other states' runtimes: ``SandboxGroups.protected``) are moved
@@ -523,7 +535,7 @@ class StateGroup:
                 return False
             time.sleep(0.001)
 
-    def oom_killed(self):
+    def oom_killed(self) -> bool:
         """Whether the kernel killed a member for passing the state's memory limit."""
         if self.memory is None:
             return False
@@ -536,7 +548,7 @@ class StateGroup:
             pass
         return False
 
-    def close(self):
+    def close(self) -> None:
         """Kill every member and remove the group (later, if members are still exiting)."""
         self.kill()
         for path in self.paths:
@@ -545,4 +557,4 @@ class StateGroup:
             except FileNotFoundError:
                 pass
             except OSError:
-                self._owner._removing.append(path)
+                self._owner.remove_later(path)
