@@ -235,7 +235,8 @@ class Sandbox:
         self.process_budget, self._cgroup = open_process_budget(cfg.max_processes, self.isolation.nproc_enforced)
         self._groups = SandboxGroups.open(self._cgroup, cfg.state_memory_mb, cfg.cpu_weight, cfg.state_cgroups)
         self._zygote = self._new_zygote()
-        if self._cgroup is not None and not self._cgroup.holds(self._zygote.pid):
+        pid = self._zygote.pid
+        if self._cgroup is not None and (pid is None or not self._cgroup.holds(pid)):
             log.warning("the sandbox runtime did not join its cgroup %s: no process limit holds",
                         self._cgroup.path)
             self.process_budget = ProcessBudget.NONE
@@ -349,10 +350,11 @@ class Sandbox:
 
     def stats(self) -> SandboxStats:
         with self._lock:
-            stats = dict(backend=self.config.backend.value, isolated=self.isolation.bwrap,
-                         process_budget=self.process_budget.value, live_states=len(self._live),
-                         states=len(self._states), disk_bytes=sum(self._disk.values()), **self._counts)
-        return SandboxStats(memory_bytes=self.memory_in_use(), **stats)
+            counts = dict(self._counts)
+            live, states, disk = len(self._live), len(self._states), sum(self._disk.values())
+        return SandboxStats(backend=self.config.backend.value, isolated=self.isolation.bwrap,
+                            process_budget=self.process_budget.value, live_states=live, states=states,
+                            disk_bytes=disk, memory_bytes=self.memory_in_use(), **counts)
 
     def live_memory_bytes(self) -> int:
         """Summed unique memory (USS) of the live states' processes, read now from each (``smaps_rollup``: slow

@@ -32,12 +32,14 @@ import re  # noqa: E402
 import resource  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
+import stat  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
 
 def _load(name):
     spec = importlib.util.spec_from_file_location(f"_jupiter_sandbox_{name}", os.path.join(_HERE, f"{name}.py"))
+    assert spec is not None and spec.loader is not None  # a .py path always has a source loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -178,6 +180,7 @@ def _make_shell():
         def finish_displayhook(self):
             if self._pending is not None:
                 data, meta = self._pending
+                assert self.shell is not None  # set by the shell that made this hook
                 _current.rich({"output_type": "execute_result", "execution_count": self.shell.execution_count,
                                "data": data, "metadata": meta})
             self._pending = None
@@ -689,9 +692,9 @@ def _copy_named(src_fd, dst_fd, names):
     for name in names:
         try:
             info = os.stat(name, dir_fd=src_fd, follow_symlinks=False)
-            if os.path.stat.S_ISLNK(info.st_mode):
+            if stat.S_ISLNK(info.st_mode):
                 os.symlink(os.readlink(name, dir_fd=src_fd), name, dir_fd=dst_fd)
-            elif os.path.stat.S_ISDIR(info.st_mode):
+            elif stat.S_ISDIR(info.st_mode):
                 os.mkdir(name, info.st_mode & 0o7777, dir_fd=dst_fd)
                 sub_src = os.open(name, _DIR_FLAGS, dir_fd=src_fd)
                 sub_dst = os.open(name, _DIR_FLAGS, dir_fd=dst_fd)
@@ -700,7 +703,7 @@ def _copy_named(src_fd, dst_fd, names):
                 finally:
                     os.close(sub_src)
                     os.close(sub_dst)
-            elif os.path.stat.S_ISREG(info.st_mode):
+            elif stat.S_ISREG(info.st_mode):
                 _copy_file(name, src_fd, dst_fd, info)
         except OSError:
             pass  # a file of the parent's /tmp that cannot be copied (full, vanished) is not worth a failed branch

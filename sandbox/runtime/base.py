@@ -3,7 +3,7 @@ state), a cell's raw result, the runtime errors, the runtimes' environment and m
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,11 +58,20 @@ class Runtime(Protocol):
     pid of the process (None when unknown); ``can_fork`` says whether ``fork`` can ever copy it (False: branches
     replay); ``watches_disk`` whether ``run`` calls ``over_quota`` while the cell runs."""
 
-    generation: int
-    closed: bool
-    pid: int | None
-    can_fork: bool
-    watches_disk: bool
+    @property
+    def generation(self) -> int: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def can_fork(self) -> bool: ...
+
+    @property
+    def watches_disk(self) -> bool: ...
 
     @property
     def alive(self) -> bool: ...
@@ -119,7 +128,7 @@ def _allowed(name: str) -> bool:
 
 
 def runtime_env(layout: Layout, plan: IsolationPlan | None = None, huge_pages: bool = False,
-                extra: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+                extra: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> dict[str, str]:
     """Environment of runtime processes: the host's allow-listed variables (``HOST_ENV_ALLOWED``), ``extra``
     (``SandboxConfig.env``), one BLAS/OpenMP thread (fork safety), Agg-based inline figures, and optionally a
     THP-backed malloc heap (cheaper page-table copies at fork; see SandboxConfig.huge_pages)."""

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sandbox.config import SandboxConfig
 from sandbox.runtime import protocol
@@ -90,7 +91,7 @@ class _Born:
     joined: bool
 
 
-def _request_fork(sock: socket.socket, request: dict, deadline: float, workspace: Path,
+def _request_fork(sock: socket.socket, request: dict[str, Any], deadline: float, workspace: Path,
                   join_fds: tuple[int, ...] = ()) -> _Born | None:
     """Ask the runtime on ``sock`` to fork. Returns the child's socket, pid and crash-report memfd (if it sent
     one) and whether it moved itself into its cgroups (``join_fds``: ``StateGroup.join_files``); None when the
@@ -289,7 +290,7 @@ class Zygote:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._started = threading.Event()
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._error: BaseException | None = None
         # the last lines the zygote and the states forked from it wrote to stderr (they share it), read all the
         # time: a state that dies before its hello is reported with them (``died_starting``), and a full pipe
@@ -365,7 +366,7 @@ class Zygote:
             self._read_stderr(self._proc)
             self._stop.wait()
 
-    def _read_stderr(self, proc: subprocess.Popen) -> None:
+    def _read_stderr(self, proc: subprocess.Popen[bytes]) -> None:
         """Keep the last lines of the runtimes' stderr, each logged at debug level (the run's log has them)."""
         try:
             assert proc.stderr is not None
@@ -435,7 +436,7 @@ class Zygote:
     def settle(self, group: StateGroup | None, born: _Born) -> StateGroup | None:
         """Check that a new state is in its group (it moves itself; a state whose runtime a cell rewrote might
         not), else move it from here; None where that fails too."""
-        if group is None:
+        if group is None or self.groups is None:  # a group comes from self.groups (new_group)
             return None
         if not (born.joined and group.holds(born.host_pid)) and not group.add(born.host_pid):
             group.close()

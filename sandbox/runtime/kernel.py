@@ -98,7 +98,7 @@ class KernelRuntime:
         outputs: list[dict[str, Any]] = []
         size = 0
         dropped = 0
-        reply: dict | None = None
+        reply: dict[str, Any] | None = None
         idle = False
         cap = self.config.max_output_chars
         while reply is None or not idle:

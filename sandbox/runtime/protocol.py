@@ -16,6 +16,7 @@ import select
 import socket
 import struct
 import time
+from typing import Any
 
 __all__ = ["ProtocolError", "ConnectionClosed", "FrameTimeout", "encode_frame", "send_frame", "recv_frame",
            "readable", "MAX_FRAME_BYTES"]
@@ -37,13 +38,13 @@ class FrameTimeout(TimeoutError):
     """No complete frame arrived before the deadline."""
 
 
-def encode_frame(message: dict) -> bytes:
+def encode_frame(message: dict[str, Any]) -> bytes:
     """One frame's bytes: what ``send_frame`` sends (a sender may encode a frame ahead of need)."""
     payload = json.dumps(message, separators=(",", ":")).encode("utf-8")
     return _HEADER.pack(len(payload)) + payload
 
 
-def send_frame(sock: socket.socket, message: dict, fds: tuple[int, ...] = ()) -> None:
+def send_frame(sock: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
     """Send one frame; ``fds`` are passed along with its first byte (SCM_RIGHTS)."""
     view = memoryview(encode_frame(message))
     if fds:
@@ -78,7 +79,7 @@ def _wait_readable(sock: socket.socket, deadline: float | None) -> None:
 
 
 def recv_frame(sock: socket.socket, deadline: float | None = None, want_fds: bool = False,
-               want_creds: bool = False) -> tuple[dict, list[int], int | None]:
+               want_creds: bool = False) -> tuple[dict[str, Any], list[int], int | None]:
     """Read one frame. Returns ``(message, fds, sender_pid)``.
 
     ``deadline`` is a ``time.monotonic()`` value (None: wait forever). ``sender_pid`` is only filled when

@@ -133,7 +133,7 @@ def _make_writable(path: Path) -> None:
         os.chmod(dirpath, 0o755)
 
 
-def read_state_file(workspace: Path, name: str | os.PathLike, inputs_dir: Path | None = None) -> bytes:
+def read_state_file(workspace: Path, name: str | os.PathLike[str], inputs_dir: Path | None = None) -> bytes:
     """Read a file of a state without following any link a cell could have planted.
 
     Every component is opened relative to the one before with ``O_NOFOLLOW`` (no path is looked up again), so a
@@ -150,7 +150,8 @@ def read_state_file(workspace: Path, name: str | os.PathLike, inputs_dir: Path |
     return _read_beneath(Path(workspace), rel.parts, name, inputs_dir)
 
 
-def _read_beneath(base: Path, parts: tuple[str, ...], name: str | os.PathLike, inputs_dir: Path | None) -> bytes:
+def _read_beneath(base: Path, parts: tuple[str, ...], name: str | os.PathLike[str],
+                  inputs_dir: Path | None) -> bytes:
     parts = tuple(p for p in parts if p not in ("", "."))
     if not parts:
         raise WorkspaceError(f"read_file wants a file, got {name!s}")
@@ -183,7 +184,7 @@ def _read_beneath(base: Path, parts: tuple[str, ...], name: str | os.PathLike, i
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise WorkspaceError(f"read_file: {name!s} is not a regular file")
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = os.read(fd, 1 << 20)
             if not chunk:
