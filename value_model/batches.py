@@ -18,12 +18,14 @@ under ``packed`` for a pack, and the targets under ``labels`` in both.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
-from value_model.data import EncodedSample, collate as pad_batch, common_prefix, length_grouped_batches, sorted_batches
+from value_model.data import EncodedSample, common_prefix, length_grouped_batches, sorted_batches
+from value_model.data import collate as pad_batch
 from value_model.extract import Sample
 from value_model.packing import pack_sequences
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = [
     "ConfigError",
@@ -75,9 +76,11 @@ class ModelConfig:
     def __post_init__(self) -> None:
         owner = "ModelConfig"
         _check(isinstance(self.backbone, str) and bool(self.backbone), owner, "backbone", "must be a non-empty path")
-        _check(isinstance(self.lora_r, int) and self.lora_r > 0, owner, "lora_r", f"must be a positive int, got {self.lora_r!r}")
+        _check(isinstance(self.lora_r, int) and self.lora_r > 0, owner, "lora_r",
+               f"must be a positive int, got {self.lora_r!r}")
         _check(self.lora_alpha > 0, owner, "lora_alpha", f"must be > 0, got {self.lora_alpha!r}")
-        _check(0.0 <= self.lora_dropout < 1.0, owner, "lora_dropout", f"must be in [0, 1), got {self.lora_dropout!r}")
+        _check(0.0 <= self.lora_dropout < 1.0, owner, "lora_dropout",
+               f"must be in [0, 1), got {self.lora_dropout!r}")
         _check(0.0 <= self.head_dropout < 1.0, owner, "head_dropout", f"must be in [0, 1), got {self.head_dropout!r}")
         _check(0.0 < self.head_center_momentum <= 1.0, owner, "head_center_momentum",
                f"must be in (0, 1], got {self.head_center_momentum!r}")
@@ -104,7 +107,7 @@ class ModelConfig:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known - {"format_version"})
         if unknown:
@@ -176,7 +179,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TrainConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

@@ -10,8 +10,9 @@ what it was batched with.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch.nn.utils.rnn import pad_sequence

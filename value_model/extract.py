@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from jupiter.prompts import Message, render_prompt
 from jupiter.tree_records import chain_messages
@@ -94,7 +95,7 @@ class Sample:
                 "is_terminal": self.is_terminal, "depth": self.depth}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "sample") -> "Sample":
+    def from_dict(cls, data: dict[str, Any], where: str = "sample") -> Sample:
         try:
             messages = tuple(dict(m) for m in data["messages"])
             value = float(data["value"])

@@ -205,7 +205,7 @@ class ValueModel(nn.Module):
         out = self.decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         return self.head(mean_pool(out.last_hidden_state, attention_mask))
 
-    def forward_packed(self, packed: "PackedTree") -> torch.Tensor:
+    def forward_packed(self, packed: PackedTree) -> torch.Tensor:
         """Values [n] of the sequences packed in ``packed`` (``value_model.packing``), each token computed once.
 
         The same numbers as ``forward`` on each path alone: every token attends to its ancestors only, at its
@@ -275,7 +275,7 @@ class ValueModel(nn.Module):
 
     @classmethod
     def create(cls, config: ModelConfig, device: str | torch.device | None = None,
-               dtype: torch.dtype | None = None) -> "ValueModel":
+               dtype: torch.dtype | None = None) -> ValueModel:
         """A fresh model: the backbone from ``config.backbone``, new LoRA adapters, a new head."""
         from peft import LoraConfig, get_peft_model
 
@@ -293,7 +293,7 @@ class ValueModel(nn.Module):
 
     @classmethod
     def load(cls, directory: str | Path, backbone: str | None = None, device: str | torch.device | None = None,
-             dtype: torch.dtype | None = None, trainable: bool = False) -> "ValueModel":
+             dtype: torch.dtype | None = None, trainable: bool = False) -> ValueModel:
         """Load a saved model. ``backbone`` overrides the path stored in its config (e.g. on another machine)."""
         from peft import PeftModel
         from safetensors.torch import load_file

@@ -19,8 +19,8 @@ per path, as before.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -45,7 +45,7 @@ class PackedTree:
     ends: torch.Tensor
     lengths: torch.Tensor
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "PackedTree":
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> PackedTree:
         """The tokens and positions on ``device`` (what the model reads); the trie bookkeeping (parents, ends,
         lengths) stays on the CPU, where the masks and pooling weights are built. The signature of
         ``Tensor.to``, so that a data loader moving a batch to the device moves a pack too."""

@@ -15,7 +15,7 @@ cache off). A token's keys and values take 2 · layers · kv_heads · head_dim n
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Sequence
+from collections.abc import Sequence
 
 from value_model.model import PrefixState
 

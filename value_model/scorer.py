@@ -23,9 +23,9 @@ import logging
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -86,7 +86,7 @@ class ValueScorer:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, directory: str | Path, device: str | None = None, **options) -> "ValueScorer":
+    def load(cls, directory: str | Path, device: str | None = None, **options) -> ValueScorer:
         """Load a saved value model folder (``value_config.json``, ``adapter/``, ``value_head.safetensors``)."""
         return cls(directory, device=device, **options)
 

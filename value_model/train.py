@@ -26,19 +26,28 @@ import math
 import random
 import re
 import signal
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
 from value_model.batches import EvalBatches, TrainingBatches, collate, plan_batches, tree_of
 from value_model.config import ModelConfig, TrainConfig
-from value_model.data import EncodedSample, collate as pad_batch, encode_samples, sorted_batches
+from value_model.data import EncodedSample, encode_samples, sorted_batches
+from value_model.data import collate as pad_batch
 from value_model.extract import Sample
 from value_model.model import ModelLoadError, ValueModel, load_tokenizer, pick_device
-from value_model.trainer import (EpochMetrics, EpochStats, RunLog, StopFlag, build_trainer, load_trainable,
-                                 log_epoch, training_arguments)
+from value_model.trainer import (
+    EpochMetrics,
+    EpochStats,
+    RunLog,
+    StopFlag,
+    build_trainer,
+    load_trainable,
+    log_epoch,
+    training_arguments,
+)
 
 __all__ = ["EpochMetrics", "EpochStats", "TrainResult", "TrainingInterrupted", "Schedule", "training_schedule",
            "lr_factor", "split_samples", "evaluate_encoded", "train_value_model", "latest_checkpoint"]

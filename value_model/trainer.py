@@ -106,7 +106,7 @@ class RunLog:
         return {"history": [asdict(h) for h in self.history], "epochs": [asdict(e) for e in self.epochs]}
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: Path) -> "RunLog":
+    def from_checkpoint(cls, checkpoint: Path) -> RunLog:
         path = Path(checkpoint) / HISTORY_FILE
         data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
         return cls(history=[EpochMetrics(**h) for h in data.get("history", [])],

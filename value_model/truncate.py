@@ -9,8 +9,9 @@ steps by one marker message, renders the result with ``jupiter.prompts.render_pr
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from jupiter.prompts import GEMMA, ChatTemplate, Message, render_prompt
 

@@ -14,8 +14,9 @@ Every field can be overridden from the command line; ``jupiter sft --print-confi
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["Schedule", "Dtype", "SftConfig", "PROFILES", "DEFAULT_PROFILE", "profile", "SftConfigError"]
 
@@ -125,7 +126,7 @@ class SftConfig:
         out["dtype"] = self.dtype.value
         return out
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> "SftConfig":
+    def with_overrides(self, overrides: Mapping[str, Any]) -> SftConfig:
         """A copy with the given fields replaced (None values are ignored); unknown names are an error."""
         known = {f.name for f in fields(self)}
         unknown = sorted(set(overrides) - known)

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from jupiter.llm.rendering import END_OF_TURN_TOKENS, render_for_tokenizer
 from jupiter.prompts import ChatTemplate, Message

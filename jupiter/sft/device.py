@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["DeviceError", "parse_device", "visible_devices_for", "pin_training_device"]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["StopFlag", "stop_callback"]
 

@@ -24,9 +24,10 @@ import json
 import logging
 import signal
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from jupiter.sft.config import Dtype, SftConfig
 from jupiter.sft.data import IGNORE, EncodeReport, encode_all, file_sha256, read_sharegpt
