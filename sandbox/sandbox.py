@@ -9,6 +9,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -62,7 +63,8 @@ class SandboxStats:
     RLIMIT_NPROC shared by every process of the runtimes' uid, ``none``). ``revivals``: live states whose process was
 found gone while idle and rebuilt by replay; ``zygote_restarts``: the clean shell was started again after dying.
     ``memory_bytes``: memory of its live states now (``Sandbox.memory_in_use``); ``evictions`` include those the
-    process-wide memory budget made."""
+    process-wide memory budget made. ``branches_ahead``: branches started by ``State.prefetch``;
+    ``branches_ahead_taken``: those a ``branch()`` took (the rest were discarded)."""
 
     backend: str
     isolated: bool
@@ -83,6 +85,14 @@ found gone while idle and rebuilt by replay; ``zygote_restarts``: the clean shel
     disk_limits: int = 0
     disk_bytes: int = 0
     memory_bytes: int = 0
+    branches_ahead: int = 0
+    branches_ahead_taken: int = 0
+
+
+def _close_made(future: Future[State]) -> None:
+    """Close the state a discarded ``prefetch`` made (nothing when it failed or was cancelled)."""
+    if not future.cancelled() and future.exception() is None:
+        future.result().close()
 
 
 class Guarantee(str, enum.Enum):
@@ -126,7 +136,8 @@ class Sandbox:
         self._cell_uids = itertools.count(1)
         self._counts = {k: 0 for k in ("forks", "replays", "replayed_cells", "fork_fallbacks", "evictions",
                                        "runs", "timeouts", "memory_limits", "deaths", "revivals", "zygote_restarts",
-                                       "disk_limits")}
+                                       "disk_limits", "branches_ahead", "branches_ahead_taken")}
+        self._ahead_pool: ThreadPoolExecutor | None = None  # made by the first ``prefetch``
         self._closed = False
         self._disk: dict[int, int] = {}  # bytes of each state's workspace, as last measured
         self._uss: dict[int, int] = {}  # without a memory cgroup: each live state's USS after its last cell
@@ -289,13 +300,55 @@ class Sandbox:
         if timeout_s <= 0:
             raise ValueError(f"State.run: timeout must be positive, got {timeout}")
         slot = self._slot_of(state)
+        self._discard_ahead(slot)  # they hold the state as it was before this cell
         with slot.lock:
             self._check_open()
             self._check_slot(slot)
             return self._run(slot, code, timeout_s)
 
     def branch(self, state: State) -> State:
-        """An independent child of ``state`` (what ``State.branch`` does): a copy of its namespace and files."""
+        """An independent child of ``state`` (what ``State.branch`` does): a copy of its namespace and files; one
+        that ``prefetch`` started, where there is one."""
+        parent = self._slot_of(state)
+        with self._lock:
+            ahead = parent.ahead.pop(0) if parent.ahead else None
+        if ahead is not None:
+            try:
+                child = ahead.result()
+            except (SandboxClosedError, StateClosedError):
+                raise
+            except Exception as exc:  # made again now, where the error (if it is one) reaches the caller
+                log.info("sandbox: a branch of state %d started ahead failed (%s); branching it now", parent.sid, exc)
+            else:
+                self._count("branches_ahead_taken")
+                return child
+        return self._new_branch(state)
+
+    def prefetch(self, state: State, n: int) -> None:
+        """Start branches of ``state`` in the background until ``n`` are ready or on their way (what
+        ``State.prefetch`` does; its docstring says why)."""
+        if n < 0:
+            raise ValueError(f"State.prefetch: n must be >= 0, got {n}")
+        slot = self._slot_of(state)
+        self._check_slot(slot)
+        with self._lock:
+            self._check_open()
+            if self._ahead_pool is None:
+                # forks of different states run side by side (their processes do the work; these threads wait)
+                self._ahead_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-branch-ahead")
+            for _ in range(n - len(slot.ahead)):
+                slot.ahead.append(self._ahead_pool.submit(self._new_branch, state))
+                self._counts["branches_ahead"] += 1
+
+    def _discard_ahead(self, slot: StateSlot) -> None:
+        """Drop the branches ``prefetch`` started for ``slot``: cancelled if not begun, else closed once made."""
+        with self._lock:
+            ahead, slot.ahead = slot.ahead, []
+        for future in ahead:
+            if not future.cancel():
+                future.add_done_callback(_close_made)
+
+    def _new_branch(self, state: State) -> State:
         parent = self._slot_of(state)
         with parent.lock:
             self._check_open()
@@ -332,6 +385,7 @@ class Sandbox:
             if state.closed:
                 return
             raise ValueError(f"state {state.id} belongs to another sandbox")
+        self._discard_ahead(slot)
         with slot.lock:
             if slot.closed:
                 return
@@ -404,6 +458,7 @@ class Sandbox:
             self._closed = True
             slots = list(self._states.values())
             self._live.clear()
+            pool, self._ahead_pool = self._ahead_pool, None
         if self._budget is not None:
             self._budget.leave(self)
         for slot in slots:
@@ -411,6 +466,8 @@ class Sandbox:
             slot.closed = True
             if runtime is not None:
                 runtime.close()
+        if pool is not None:  # a branch being made now fails on the closed sandbox (``_attach``): wait for it
+            pool.shutdown(wait=True, cancel_futures=True)
         if self._zygote is not None:
             self._zygote.close()
         if self._groups is not None:

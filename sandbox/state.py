@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +57,8 @@ class StateSlot:
     closed: bool = False
     last_used: float = 0.0  # time.monotonic() of its last use (least recently used states are evicted first)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    # branches started ahead of need (``State.prefetch``), oldest first; read and written under the Sandbox's lock
+    ahead: list[Future[State]] = field(default_factory=list)
 
 
 class State:
@@ -85,6 +88,17 @@ class State:
     def branch(self) -> State:
         """An independent child state: a copy of this namespace and of this working directory."""
         return self._sandbox.branch(self)
+
+    def prefetch(self, n: int) -> None:
+        """Start branching this state in the background until ``n`` branches are ready or on their way; the next
+        ``branch()`` calls take them (oldest first) instead of forking then.
+
+        Why: a search knows which state it will branch K times as soon as it asks the policy for K cells. Forked
+        while the policy generates, the new states' fork, isolation set-up and workspace copy are off the path
+        from the policy's reply to the cells' results. ``run`` and ``close`` discard the branches not taken
+        (closed once they are made): they hold the state as it was.
+        """
+        self._sandbox.prefetch(self, n)
 
     def restore(self, cells: Sequence[str]) -> State:
         """A descendant of this state that ran ``cells`` after it, built lazily: nothing runs now; its first
