@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {}
     for item in args.set:
         name, sep, value = item.partition("=")
-        if not sep or name not in SandboxConfig.__dataclass_fields__:
+        if not sep or name not in SandboxConfig.model_fields:
             parser.error(f"--set {item!r}: give FIELD=VALUE with a SandboxConfig field")
         overrides[name] = {"true": True, "false": False}.get(value.lower(), value)
     table = default_data_dir("dabench") / "tables" / TABLE

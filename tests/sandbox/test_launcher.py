@@ -1,7 +1,6 @@
 """Starting a runtime without forking the host (``sandbox.runtime.launcher``): what a preexec_fn did still happens."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import socket
@@ -44,7 +43,7 @@ def test_starting_a_sandbox_never_forks_the_host():
 def test_the_zygote_runs_at_the_sandboxs_niceness_from_its_exec_on():
     """The process the host starts (bubblewrap, or the runtime itself) is niced before it runs, not once the
     runtime has started up and lowered itself."""
-    with Sandbox(dataclasses.replace(LIGHT, nice=7)) as box:
+    with Sandbox(LIGHT.replace(nice=7)) as box:
         box.open_root()
         process = psutil.Process(box._zygote._proc.pid)
         assert process.name() in ("bwrap", "python", "python3", Path(sys.executable).name)  # sh exec'd away

@@ -1,7 +1,6 @@
 """Process lifecycle: no leaks, no orphans or zombies, snapshot budget with replay, start-up self-check."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -214,7 +213,7 @@ def test_nice_lowers_the_cells_priority_as_processes_and_as_a_session():
     whatever its processes' niceness: 16 sandboxes would leave a service's API 1/18 of the CPU. Bubblewrap
     starts one more session inside, so the state server sets that one's share too."""
     ours = AUTOGROUP.read_text() if AUTOGROUP.exists() else None
-    with Sandbox(dataclasses.replace(LIGHT, nice=7)) as box:
+    with Sandbox(LIGHT.replace(nice=7)) as box:
         child = box.open_root().branch()
         out = child.run("import os, pathlib\np = pathlib.Path('/proc/self/autogroup')\n"
                         "print(os.nice(0), p.read_text().strip() if p.exists() else '-')").stdout.split(" ", 1)
