@@ -123,7 +123,7 @@ def test_a_policy_the_driver_cannot_load_is_a_clear_start_error(tmp_path, spec, 
 def test_config_names_a_bad_driver_setting():
     with pytest.raises(ServeConfigError, match="driver: must be 'process' or 'thread'"):
         ServeConfig(driver="fork")
-    with pytest.raises(ServeConfigError, match="nice: must be an integer 0..19"):
+    with pytest.raises(ServeConfigError, match="ServeConfig.nice: must be greater than or equal to 0"):
         ServeConfig(nice=-5)
 
 
