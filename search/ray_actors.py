@@ -29,6 +29,7 @@ from search.checkpoints import DEFAULT_EVERY_S, TreeCheckpoints
 from search.config import SearchConfig
 from search.loaders import load_value, sandbox_factory
 from search.loaders import sandbox_config as search_sandbox_config
+from search.ray_cpus import CpuPin, pin_process
 from search.result import SearchResult, SearchStats, result_from_tree
 from search.tree import Tree
 
@@ -203,15 +204,23 @@ class TreeWorker:
     The policy is either loaded here from a spec (HTTP client, replay script: cheap and stateless) or a
     ``RemotePolicy`` over the shared ``PolicyServer``. Sandboxes are created in this process (one per tree in
     flight, reset for the next tree), so their runtimes die with it (the sandbox package ties them to the process
-    that started them).
+    that started them). With ``pin_cpus`` (the Ray CPUs it declared), the worker first pins itself to that many
+    free cores of its node (``search.ray_cpus.pin_process``): its sandboxes inherit them, so the whole process
+    tree uses what Ray counts.
     """
 
     def __init__(self, name: str, config: SearchConfig, sandbox_config: Any = None, policy_spec: str | None = None,
                  policy_handle: Any = None, value_handle: Any = None, seed: int = 0,
                  solve_fn: SolveFn | None = None, capture_file: str | None = None,
-                 checkpoint_dir: str | None = None, checkpoint_every_s: float = DEFAULT_EVERY_S) -> None:
+                 checkpoint_dir: str | None = None, checkpoint_every_s: float = DEFAULT_EVERY_S,
+                 pin_cpus: float | None = None) -> None:
         if (policy_spec is None) == (policy_handle is None):
             raise ValueError("TreeWorker: give exactly one of policy_spec and policy_handle")
+        # first, so that every thread and process the worker starts from here on inherits the cores
+        self._pin = None if pin_cpus is None else pin_process(pin_cpus)
+        if self._pin is not None:
+            log.info("tree worker %s on cores %s%s", name, self._pin.cores,
+                     f" ({self._pin.reason})" if self._pin.reason else "")
         if policy_handle is not None:
             policy: Any = RemotePolicy(policy_handle)
         else:
@@ -234,6 +243,10 @@ class TreeWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def cpu_pin(self) -> CpuPin | None:
+        """Where this worker was pinned (``search.ray_cpus``); None when the driver did not ask for it."""
+        return self._pin
 
     def run(self, queue: Any) -> Iterator[TreeOutcome]:
         """Solve tasks pulled from ``queue`` until it is empty; yield one outcome per finished tree."""

@@ -73,6 +73,9 @@ class RayResources:
         worker_memory_mb: memory per tree worker, including its sandboxes' notebook states.
         policy_cpus, policy_memory_mb: the shared policy actor on a CPU-only cluster (GPU clusters: 1 GPU).
         value_memory_mb: the shared value-scorer actor.
+        pin_cpus: pin each tree worker, its sandboxes included, to ``worker_cpus`` free cores of its node
+            (``search.ray_cpus``), so that it uses no more than Ray counts; a fractional ``worker_cpus`` is not
+            pinned. False: workers run wherever the kernel puts them (and a worker may keep several cores busy).
     """
 
     worker_cpus: float = 1.0
@@ -80,11 +83,14 @@ class RayResources:
     policy_cpus: float = 1.0
     policy_memory_mb: int = 6144
     value_memory_mb: int = 4096
+    pin_cpus: bool = True
 
     def __post_init__(self) -> None:
         for name in ("worker_cpus", "policy_cpus"):
             if not (isinstance(getattr(self, name), (int, float)) and getattr(self, name) > 0):
                 raise ValueError(f"RayResources.{name}: must be a positive number, got {getattr(self, name)!r}")
+        if not isinstance(self.pin_cpus, bool):
+            raise ValueError(f"RayResources.pin_cpus: must be True or False, got {self.pin_cpus!r}")
         for name in ("worker_memory_mb", "policy_memory_mb", "value_memory_mb"):
             if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 64):
                 raise ValueError(f"RayResources.{name}: must be an integer >= 64 (MiB), got {getattr(self, name)!r}")
@@ -269,6 +275,7 @@ class _Run:
             policy_handle=self.policy_handle, value_handle=self.value_handle,
             seed=self.seed, solve_fn=self.solve_fn, capture_file=self.capture_file,
             checkpoint_dir=self.checkpoints_dir, checkpoint_every_s=self.checkpoint_every_s,
+            pin_cpus=self.resources.worker_cpus if self.resources.pin_cpus else None,
         )
         return _Slot(name, handle)
 

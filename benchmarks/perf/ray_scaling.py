@@ -28,7 +28,11 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
+
+import psutil
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -36,7 +40,7 @@ if str(REPO) not in sys.path:
 
 from jupiter.task import load_tasks  # noqa: E402
 from search import Mode, SearchConfig  # noqa: E402
-from search.ray_driver import solve_tasks_ray  # noqa: E402
+from search.ray_driver import RayResources, solve_tasks_ray  # noqa: E402
 
 
 def _step(code: str) -> str:
@@ -69,12 +73,98 @@ def write_inputs(folder: Path, trees: int) -> tuple[Path, Path]:
     return tasks, replay
 
 
-def measure(tasks, replay: Path, config: SearchConfig, workers: int, out: Path) -> dict:
-    summary = solve_tasks_ray(tasks, f"replay:{replay}", config, out, workers=workers, progress=False)
+class TreeCpu:
+    """CPU seconds of each tree worker's process tree, sampled from ``psutil`` while a run goes on.
+
+    Why sampled: a process's own CPU time is lost when it exits, unless its parent reaps it (then the kernel adds
+    it to the parent's ``children_user``/``children_system``). So the tree's total at any moment is the sum over
+    its live processes of their own and their reaped children's times; it only grows, and its largest value is
+    kept. The worker actor's own time (its Python, Ray's threads) is reported apart from its descendants' (the
+    sandboxes: zygote, state processes, what cells start). Only actors under this process are looked at (the
+    private Ray instance this script starts), never another Ray on the machine. Each sample also records the
+    CPUs each process may run on (``sched_getaffinity``): the set of every distinct mask seen, per worker.
+    """
+
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self.interval_s = interval_s
+        self.workers: dict[int, dict] = {}
+        self._older = {p.pid for p in psutil.Process().children(recursive=True)}  # the last run's, still ending
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> TreeCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        me = psutil.Process()
+        while not self._stop.wait(self.interval_s):
+            try:
+                actors = [p for p in me.children(recursive=True)
+                          if p.pid not in self._older and p.name().startswith("ray::TreeWorker")]
+            except psutil.Error:
+                continue
+            for actor in actors:
+                self._sample(actor)
+
+    def _sample(self, actor: psutil.Process) -> None:
+        try:
+            own = actor.cpu_times()
+            tree = actor.children(recursive=True)
+        except psutil.Error:
+            return
+        seen = self.workers.setdefault(actor.pid, {"actor_cpu_s": 0.0, "tree_cpu_s": 0.0, "processes": set(),
+                                                   "actor_cpus": set(), "sandbox_cpus": set()})
+        total = own.user + own.system + own.children_user + own.children_system
+        seen["actor_cpu_s"] = max(seen["actor_cpu_s"], own.user + own.system)
+        seen["actor_cpus"].add(tuple(sorted(os.sched_getaffinity(actor.pid))))
+        for child in tree:
+            try:
+                t = child.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+                seen["sandbox_cpus"].add(tuple(sorted(os.sched_getaffinity(child.pid))))
+                seen["processes"].add(child.pid)
+            except (psutil.Error, OSError):
+                continue
+        seen["tree_cpu_s"] = max(seen["tree_cpu_s"], total)
+
+    def report(self, wall_s: float, nodes: int) -> dict:
+        """Per worker and summed: CPU seconds of the actor and of its sandboxes, cores kept busy on average."""
+        rows = []
+        for pid, w in sorted(self.workers.items()):
+            sandbox = max(0.0, w["tree_cpu_s"] - w["actor_cpu_s"])
+            rows.append({"pid": pid, "actor_cpu_s": round(w["actor_cpu_s"], 2), "sandbox_cpu_s": round(sandbox, 2),
+                         "cores_busy": round(w["tree_cpu_s"] / wall_s, 2) if wall_s else None,
+                         "sandbox_processes_seen": len(w["processes"]),
+                         "actor_cpus": sorted(w["actor_cpus"]), "sandbox_cpus": sorted(w["sandbox_cpus"])})
+        total = sum(w["tree_cpu_s"] for w in self.workers.values())
+        return {"per_worker": rows, "cpu_s": round(total, 2),
+                "cores_busy": round(total / wall_s, 2) if wall_s else None,
+                "cpu_ms_per_node": round(1000 * total / nodes, 1) if nodes else None}
+
+
+def measure(tasks, replay: Path, config: SearchConfig, workers: int, out: Path, pin: bool) -> dict:
+    started = time.perf_counter()
+    with TreeCpu() as cpu:
+        summary = solve_tasks_ray(tasks, f"replay:{replay}", config, out, workers=workers, progress=False,
+                                  resources=RayResources(pin_cpus=pin))
     if summary.done != len(tasks):
         raise RuntimeError(f"{workers} worker(s): only {summary.done} of {len(tasks)} trees finished: {summary}")
     return {"workers": workers, "wall_s": summary.wall_seconds, "nodes": summary.nodes,
-            "nodes_per_s": summary.nodes_per_s, "trees_per_s": summary.trees_per_s}
+            "nodes_per_s": summary.nodes_per_s, "trees_per_s": summary.trees_per_s,
+            "worker_trees": cpu.report(time.perf_counter() - started, summary.nodes)}
+
+
+def cpu_bound_speedup(one: dict, two: dict) -> float | None:
+    """The speed-up the work itself allows when each worker has one core to itself: the one worker's CPU seconds
+    over those of the busier of the two (start-up included). It does not depend on other load on the machine;
+    below ``speedup`` target, the two-worker run has more work to do, not less room."""
+    busier = max((w["actor_cpu_s"] + w["sandbox_cpu_s"] for w in two["worker_trees"]["per_worker"]), default=0.0)
+    return round(one["worker_trees"]["cpu_s"] / busier, 3) if busier else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--trees-per-worker", type=int, default=5)
     parser.add_argument("--cells-per-worker", type=int, default=1, help="cells a worker runs at once")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="leave the workers unpinned (each may use every core; the behaviour before pinning)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (the default output too)")
     args = parser.parse_args(argv)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -101,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=str(temp),
                  logging_level="WARNING", runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
         load_before = os.getloadavg()
-        one = measure(tasks, replay, config, 1, work / "w1")
-        two = measure(tasks, replay, config, 2, work / "w2")
+        one = measure(tasks, replay, config, 1, work / "w1", not args.no_pin)
+        two = measure(tasks, replay, config, 2, work / "w2", not args.no_pin)
         load_after = os.getloadavg()
         speedup = round(one["wall_s"] / two["wall_s"], 3)
         waves_one = math.ceil(args.trees / args.trees_per_worker)
@@ -111,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         result = {
             "benchmark": "ray_scaling", "trees": args.trees, "iterations": args.iterations,
             "trees_per_worker": args.trees_per_worker, "cells_per_worker": args.cells_per_worker,
-            "one_worker": one, "two_workers": two, "speedup": speedup, "wave_bound": wave_bound,
+            "pinned": not args.no_pin, "one_worker": one, "two_workers": two, "speedup": speedup,
+            "cpu_bound_speedup": cpu_bound_speedup(one, two), "wave_bound": wave_bound,
             "target_speedup": 1.7, "meets_target": speedup >= 1.7, "cpus": cores,
             "load_avg_before": [round(x, 2) for x in load_before], "load_avg_after": [round(x, 2) for x in load_after],
             "disturbed": max(load_before[0], load_after[0]) > cores,
