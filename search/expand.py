@@ -1,9 +1,10 @@
 """Expansion: from K sampled replies to child nodes.
 
-Split in three small steps so each can be tested alone:
-``draft_children`` (parse, drop exact duplicates, priors), ``classify_reply`` (what a reply that runs no code
-ends as) and ``apply_execution`` (what a cell's outcome makes of the child). The driver does the I/O between
-them: one batched policy call for all pending expansions, branching the parent's state, running the cells.
+Small steps, each testable alone: ``draft_children`` (parse, drop exact duplicates, priors), ``classify_reply``
+(what a reply that runs no code ends as), ``apply_execution`` (what a cell's outcome makes of the child) and
+``check_limits`` (depth and context). ``settle`` is the one place a node's status and terminal reason are set.
+The executor (``search.executor``) does the I/O between them: the batched policy call, branching the parent's
+state, running the cells; ``search.step`` strings them together.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ __all__ = [
     "classify_reply",
     "apply_execution",
     "check_limits",
-    "apply_malformed",
+    "settle",
     "estimate_tokens",
     "REPEAT_TEMPERATURE",
     "repeats_failed_cell",
@@ -137,6 +138,24 @@ def classify_reply(draft: ChildDraft, malformed_terminal: bool = True,
     return node_status, (terminal if malformed_terminal else None)
 
 
+_MALFORMED = frozenset({NodeStatus.UNPARSABLE, NodeStatus.NO_CODE, NodeStatus.EMPTY_CODE})
+
+
+def settle(child: Node, parent: Node | None, status: NodeStatus, config: SearchConfig,
+           terminal: TerminalReason | None = None) -> None:
+    """Set ``child``'s status and terminal reason: the one place they are set (by its reply's outcome, its cell's
+    and the limits). A cell that raised, or a malformed reply that stays expandable, is one more error in a row
+    after ``parent``'s, and past ``config.max_consecutive_errors`` the branch ends; a cell that ran clears the
+    count."""
+    if terminal is None and (status is NodeStatus.CODE_ERROR or status in _MALFORMED):
+        child.consecutive_errors = (parent.consecutive_errors if parent is not None else 0) + 1
+        if child.consecutive_errors > config.max_consecutive_errors:
+            terminal = TerminalReason.TOO_MANY_ERRORS
+    elif status is NodeStatus.CODE_OK:
+        child.consecutive_errors = 0
+    child.status, child.terminal = status, terminal
+
+
 def apply_execution(child: Node, parent: Node, execution: ExecutionLike, config: SearchConfig) -> None:
     """Record a cell's outcome on ``child``: observation, outputs, status, error count, terminal reason."""
     child.execution = execution
@@ -144,27 +163,14 @@ def apply_execution(child: Node, parent: Node, execution: ExecutionLike, config:
     child.outputs = list(execution.outputs)
     child.observation = execution.observation()
     if execution.status.is_infrastructure:  # TIMEOUT, MEMORY_LIMIT, DISK_LIMIT, DIED: never the model's fault
-        child.status = NodeStatus.INFRASTRUCTURE
-        child.terminal = TerminalReason.INFRASTRUCTURE
-        return
-    if child.exec_status == "error":
-        child.status = NodeStatus.CODE_ERROR
-        apply_malformed(child, parent, config)  # an error in a row, like a malformed reply
+        settle(child, parent, NodeStatus.INFRASTRUCTURE, config, TerminalReason.INFRASTRUCTURE)
     else:
-        child.status = NodeStatus.CODE_OK
-        child.consecutive_errors = 0
+        settle(child, parent, NodeStatus.CODE_ERROR if child.exec_status == "error" else NodeStatus.CODE_OK, config)
 
 
 def estimate_tokens(messages: Sequence[Message], chars_per_token: float) -> int:
     """Token count of a chat from its length (used when the policy has no tokenizer)."""
     return int(sum(len(str(m.get("content", ""))) for m in messages) / chars_per_token) + 4 * len(messages)
-
-
-def apply_malformed(child: Node, parent: Node, config: SearchConfig) -> None:
-    """An expandable malformed reply counts as an error in a row (so a branch of them ends)."""
-    child.consecutive_errors = parent.consecutive_errors + 1
-    if child.consecutive_errors > config.max_consecutive_errors:
-        child.terminal = TerminalReason.TOO_MANY_ERRORS
 
 
 def check_limits(
@@ -181,9 +187,9 @@ def check_limits(
     if child.is_terminal:
         return
     if child.depth > config.max_depth:
-        child.terminal = TerminalReason.MAX_DEPTH
+        settle(child, child.parent, child.status, config, TerminalReason.MAX_DEPTH)
         return
     history = messages()
     tokens = count_tokens(history) if count_tokens is not None else estimate_tokens(history, config.chars_per_token)
     if tokens + config.max_tokens > config.context_limit:
-        child.terminal = TerminalReason.CONTEXT_LIMIT
+        settle(child, child.parent, child.status, config, TerminalReason.CONTEXT_LIMIT)

@@ -46,7 +46,7 @@ _EVERY_MODE: dict[str, Setting] = {
     "max_consecutive_errors": Setting(3, OURS, "a branch of erroring cells ends after 3 in a row"),
     "repeat_retries": Setting(0, OURS, "neither the paper nor its code resamples a reply that repeats its "
                                        "parent's failed cell; >0 is ours (docs/search.md)"),
-    "cell_timeout": Setting(SandboxConfig.timeout_s, OURS, "per-cell wall clock: the sandbox's own default "
+    "cell_timeout": Setting(SandboxConfig().timeout_s, OURS, "per-cell wall clock: the sandbox's own default "
                                                           "(sandbox.SandboxConfig.timeout_s)"),
     "partial_credit": Setting(False, PAPER, "answers are rewarded +1 / -1 against the label"),
     "logprob_prior": Setting(True, REF, "priors from the replies' token log-probs (used when c_puct > 0)"),

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from jupiter.answers import reward
-from search.config import SearchConfig
+from search.config import Mode, SearchConfig
 from search.decide import Candidate, Verdict, choose, decide, vote_key_rule
-from search.tree import Tree
+from search.step import iterations_done
+from search.tree import MODEL_FAILURES, NodeStatus, Tree
 
-__all__ = ["SearchStats", "SearchResult", "result_from_tree"]
+__all__ = ["SearchStats", "Costs", "tree_stats", "SearchResult", "result_from_tree"]
 
 
 @dataclass
 class SearchStats:
-    """Cost and outcome counters of one tree (mutable while the search runs).
+    """Cost and outcome counters of one tree: what the tree records (iterations, nodes and their outcomes, cell
+    time, folded duplicates) is counted from it (``tree_stats``), the rest is the executor's ``Costs``.
 
     ``model_calls`` counts the batched policy calls this tree took part in (one call serves many trees);
     ``prompt_tokens`` counts each history this tree sent once per call, however many samples or backend
@@ -47,6 +49,44 @@ class SearchStats:
         out["kernel_seconds"] = round(self.kernel_seconds, 4)
         out["wall_seconds"] = round(self.wall_seconds, 4)
         return out
+
+
+@dataclass
+class Costs:
+    """What searching a tree cost that the tree does not record: policy calls and requests, tokens, value calls
+    and their unusable estimates, resampled repeats, resumes. The executor adds to them as it calls
+    (``search.executor``); ``tree_stats`` adds what the tree records."""
+
+    model_calls: int = 0
+    requests: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int = 0
+    value_calls: int = 0
+    repeats_resampled: int = 0
+    invalid_values: int = 0
+    resumes: int = 0
+
+    @classmethod
+    def of(cls, stats: SearchStats) -> Costs:
+        """The costs a saved tree's stats carry (a continued tree goes on counting from them)."""
+        return cls(**{f.name: getattr(stats, f.name) for f in fields(cls)})
+
+
+def tree_stats(tree: Tree, mode: Mode, costs: Costs, wall_seconds: float) -> SearchStats:
+    """``SearchStats`` of ``tree`` now: its counts from its nodes, with ``costs`` and the wall time."""
+    nodes = tree.nodes
+    return SearchStats(
+        **asdict(costs),
+        iterations=iterations_done(tree, mode),
+        nodes=len(nodes),
+        kernel_seconds=sum(n.timings.get("cell_s", 0.0) for n in nodes),
+        wall_seconds=wall_seconds,
+        duplicates_dropped=sum(n.multiplicity - 1 for n in nodes),
+        infrastructure_failures=sum(n.is_infrastructure_failure for n in nodes),
+        model_failures=sum(n.terminal in MODEL_FAILURES or (n.is_malformed and not n.is_terminal) for n in nodes),
+        code_errors=sum(n.status is NodeStatus.CODE_ERROR for n in nodes),
+        answers=sum(n.is_answer for n in nodes),
+    )
 
 
 @dataclass

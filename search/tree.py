@@ -1,8 +1,8 @@
 """The search tree: nodes and the few structural operations on them (no search logic here).
 
 A node is one notebook step: the model's thought and code (or final answer), the cell's observation, and the
-search statistics (prior, visits, value). It holds a *handle* to its sandbox state (``state``) and the cell's
-``execution`` record in memory only; neither is written to tree files.
+search statistics (prior, visits, value). It holds the cell's ``execution`` record in memory only (not written
+to tree files) and no process: the executor maps live nodes to their sandbox states (``search.executor``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from jupiter.prompts import Message, Turn, build_messages
 from jupiter.task import Task
+from search.protocols import ExecutionLike
 
 __all__ = ["NodeStatus", "TerminalReason", "Node", "Tree", "MODEL_FAILURES"]
 
@@ -94,8 +95,7 @@ class Node:
     outputs: list[dict] = field(default_factory=list)  # nbformat outputs of the cell
     outputs_dropped_chars: int = 0  # characters of the cell's output text not kept (sandbox cap, tree-file cap)
     raw_messages: list[Message] | None = None  # set only for nodes read from the paper's files
-    state: Any = field(default=None, repr=False)  # sandbox State handle (never serialised)
-    execution: Any = field(default=None, repr=False)  # sandbox Execution (never serialised)
+    execution: ExecutionLike | None = field(default=None, repr=False)  # sandbox Execution (never serialised)
 
     @property
     def is_terminal(self) -> bool:

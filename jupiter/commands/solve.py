@@ -40,7 +40,7 @@ from search.config import fit_context
 from search.loaders import load_value, sandbox_config
 from search.outputs import write_outputs
 from search.ray_manifest import Manifest, TaskStatus
-from search.result import result_from_tree
+from search.result import Costs, result_from_tree, tree_stats
 
 __all__ = ["add_parser", "run", "solve_local", "solve_on_ray"]
 
@@ -110,13 +110,10 @@ def _config(args: argparse.Namespace, has_value: bool) -> tuple[Any, list[str]]:
 def _partial_result(latest: list[Any], config: Any, has_value: bool, error: str | None, started: float) -> Any:
     """A result over the tree as it stood after its last finished step, for when the driver raised instead
     of returning one (a policy failure, an interrupt outside a step). Marked ``interrupted``."""
-    update, size, iterations = latest
+    update, size = latest
     tree = update.tree
-    tree.drop_since(size)  # nodes of the step that failed: not run, not backed up
-    stats = update.stats
-    stats.iterations = iterations  # nor counted: a continued tree spends that iteration again
-    stats.nodes = len(tree.nodes)
-    stats.wall_seconds = time.perf_counter() - started
+    tree.drop_since(size)  # nodes of the step that failed: not run, not backed up (nor counted as iterations)
+    stats = tree_stats(tree, config.mode, Costs.of(update.stats), time.perf_counter() - started)
     return result_from_tree(update.task_id, tree, config, stats, value_given=has_value, error=error,
                             interrupted=True)
 
@@ -255,11 +252,11 @@ def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: arg
         bar.n = step.iterations
         bar.refresh()
 
-    latest: list[Any] = []  # [last TreeUpdate, tree size, iterations then]: what exists if the search dies mid-step
+    latest: list[Any] = []  # [last TreeUpdate, tree size then]: what exists if the search dies mid-step
     started = time.perf_counter() - (saved.stats.wall_seconds if saved else 0.0)
 
     def keep(update: Any) -> None:
-        latest[:] = [update, len(update.tree.nodes), update.stats.iterations]
+        latest[:] = [update, len(update.tree.nodes)]
         checkpoints.on_update(update)
 
     failure: str | None = None

@@ -40,6 +40,7 @@ class FakeState:
         self.namespace = namespace
         self.sandbox = sandbox
         self.closed = False
+        sandbox.states.append(self)
 
     def branch(self) -> FakeState:
         assert not self.closed, "branching a released state"
@@ -69,6 +70,7 @@ class FakeSandbox:
         self.branches = 0
         self.cells = 0
         self.closed = False
+        self.states: list[FakeState] = []  # every state it handed out, in order
 
     def open_root(self, input_files=()) -> FakeState:
         return FakeState({}, self)

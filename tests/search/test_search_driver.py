@@ -227,10 +227,15 @@ def test_max_depth_ends_paths():
 
 
 def test_expanded_states_are_released():
+    """An expanded node is never branched again: its state goes back to the sandbox after the step (the root's
+    stays), and the tree's nodes hold no states at all (the executor maps nodes to states)."""
     sandbox = FakeSandbox()
     policy = FakePolicy([("Task:", [GOOD]), ("Observation:", [GOOD])])
-    result = run_search(TASK, policy, sandbox, SearchConfig(iterations=3, expansions=1, max_depth=5))
-    assert all(n.state is None for n in result.tree.nodes)
+    live: list[int] = []
+    result = run_search(TASK, policy, sandbox, SearchConfig(iterations=3, expansions=1, max_depth=5),
+                        on_update=lambda _update: live.append(sum(not s.closed for s in sandbox.states)))
+    assert live == [1, 2, 2, 2]  # the root alone, then the root and the newest leaf
+    assert all(s.closed for s in sandbox.states) and not any(hasattr(n, "state") for n in result.tree.nodes)
     assert sandbox.cells == 3
 
 
@@ -301,6 +306,8 @@ def test_run_search_hands_back_every_state_of_a_shared_sandbox():
 
 class _Budget:
     """A memory budget that holds ``fit`` sandboxes whatever their states (records what it was asked)."""
+
+    limit_bytes = None  # its size is unknown
 
     def __init__(self, fit: int) -> None:
         self.fit = fit
