@@ -1,16 +1,18 @@
-"""A small GitHub REST client that respects rate limits and caches by ETag.
+"""A small GitHub REST client: conditional requests by ``requests-cache``, retries by urllib3's ``Retry``.
 
-Why our own: the crawler needs exactly four calls (code search, repository metadata, raw file contents,
-pagination) and strict behaviour around limits — primary limits (``X-RateLimit-Remaining: 0`` → wait until
-``X-RateLimit-Reset``), secondary limits (403/429 with ``Retry-After``, or without it: exponential back-off)
-and conditional requests (``If-None-Match``; a 304 does not count against the limit). ``sleep`` and
-``clock`` are injectable so tests run against a real local server without waiting for real.
+``requests-cache`` (a SQLite file in ``cache_dir``) keeps each 200 that has an ETag and revalidates it on every use
+(``If-None-Match``; a 304 costs no GitHub quota). ``Retry`` on the session's adapter retries connection errors and
+5xx with back-off, and a 403/429 with ``Retry-After`` (a secondary limit) after the time it names. Left here, as
+``Retry`` decides from the status and ``Retry-After`` alone: the primary limit (``X-RateLimit-Remaining: 0`` → wait
+until ``X-RateLimit-Reset``, after a success that used the quota up and on a 403/429 that says so) and a secondary
+limit that names no time (a 429, or a 403 whose message says rate limit or abuse: exponential back-off from
+``secondary_backoff``); any other 403 fails at once. ``sleep`` and ``clock`` are injectable (``Retry`` sleeps
+through the client too), so tests run against a real local server without waiting for real.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import logging
 import time
@@ -21,6 +23,9 @@ from typing import Any
 from urllib.parse import quote, urljoin
 
 import requests
+import requests_cache
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 __all__ = ["GitHubClient", "GitHubError", "GitHubResponse", "ClientStats"]
 
@@ -40,7 +45,7 @@ class GitHubError(RuntimeError):
 
 @dataclass(frozen=True)
 class GitHubResponse:
-    """A successful (or cached) response: ``body`` is bytes, ``json()`` decodes it."""
+    """A successful (or revalidated) response: ``body`` is bytes, ``json()`` decodes it."""
 
     status: int
     body: bytes
@@ -54,7 +59,8 @@ class GitHubResponse:
 
 @dataclass
 class ClientStats:
-    """Counters of one client's life; the crawl report includes them."""
+    """Counters of one client's life; the crawl report includes them. ``requests`` counts every request sent,
+    retries included; ``not_modified`` the 304s that answered from the cache."""
 
     requests: int = 0
     not_modified: int = 0
@@ -65,10 +71,28 @@ class ClientStats:
     seconds_waited: float = 0.0
 
 
-@dataclass
-class _Limit:
-    remaining: int | None = None
-    reset: float | None = None
+class _Retry(Retry):
+    """urllib3's ``Retry`` that waits through the client (its injectable sleep, its counters). A 403 with
+    ``Retry-After`` is GitHub's secondary limit, so 403 joins the statuses whose ``Retry-After`` is obeyed."""
+
+    RETRY_AFTER_STATUS_CODES = frozenset({403, 413, 429, 503})
+    client: GitHubClient  # set once made; ``new`` (each retry's copy) passes it on
+
+    def new(self, **kw: Any) -> _Retry:
+        retry = super().new(**kw)
+        retry.client = self.client
+        return retry
+
+    def increment(self, *args: Any, **kwargs: Any) -> _Retry:
+        retry = super().increment(*args, **kwargs)  # raises when the retries are spent: no request follows
+        self.client.stats.requests += 1
+        return retry
+
+    def sleep(self, response: Any = None) -> None:
+        after = self.get_retry_after(response) if response is not None else None
+        self.client.stats.secondary_waits += after is not None
+        self.client.stats.server_retries += after is None
+        self.client._sleep(after if after is not None else self.get_backoff_time())
 
 
 class GitHubClient:
@@ -77,10 +101,13 @@ class GitHubClient:
     Args:
         base_url: e.g. ``https://api.github.com`` or ``https://HOST/api/v3``.
         token: sent as ``Authorization: Bearer``; None for anonymous (60 requests/hour on github.com).
-        cache_dir: ETag cache folder (bodies and ETags by URL); None disables conditional requests.
+        cache_dir: folder of the response cache (``http_cache.sqlite``); None disables conditional requests.
         sleep, clock: injectable ``time.sleep`` / ``time.time``.
-        max_retries: retries for rate limits and 5xx/connection errors before GitHubError.
+        max_retries: retries of one request before GitHubError, for 5xx and connection errors and for
+            ``Retry-After`` limits (urllib3's count), and again for the limits handled here.
         secondary_backoff: first wait (seconds) for a secondary limit that gives no Retry-After; doubles.
+        server_backoff: ``Retry``'s back-off factor for 5xx and connection errors: the first retry goes at
+            once, then after ``server_backoff * 2**(n-1)`` s for the n-th consecutive failure.
     """
 
     def __init__(
@@ -89,7 +116,6 @@ class GitHubClient:
         token: str | None = None,
         *,
         cache_dir: Path | None = None,
-        session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         timeout: float = 30.0,
@@ -99,16 +125,29 @@ class GitHubClient:
     ) -> None:
         self.base_url = base_url.rstrip("/") + "/"
         self.token = token
-        self.cache_dir = Path(cache_dir) if cache_dir else None
-        self.session = session or requests.Session()
         self.sleep = sleep
         self.clock = clock
         self.timeout = timeout
         self.max_retries = max_retries
         self.secondary_backoff = secondary_backoff
-        self.server_backoff = server_backoff
         self.stats = ClientStats()
-        self._limit = _Limit()
+        self._reset_at: float | None = None  # the quota is used up until then (X-RateLimit-Reset)
+        self.session = self._session(cache_dir, server_backoff)
+
+    def _session(self, cache_dir: Path | None, server_backoff: float) -> requests.Session:
+        if cache_dir is None:
+            session = requests.Session()
+        else:
+            Path(cache_dir).mkdir(parents=True, exist_ok=True)
+            # the key matches on Accept (a raw and a JSON answer of one URL differ); the token is never stored
+            session = requests_cache.CachedSession(str(Path(cache_dir) / "http_cache.sqlite"), backend="sqlite",
+                                                   expire_after=0, match_headers=["Accept"])
+        retry = _Retry(total=self.max_retries, backoff_factor=server_backoff, status_forcelist=(500, 502, 503, 504),
+                       allowed_methods=("GET",), raise_on_status=False, respect_retry_after_header=True)
+        retry.client = self
+        for prefix in ("http://", "https://"):
+            session.mount(prefix, HTTPAdapter(max_retries=retry))
+        return session
 
     # ------------------------------------------------------------------------------------------ public
 
@@ -140,47 +179,28 @@ class GitHubClient:
 
     # ---------------------------------------------------------------------------------------- internals
 
-    def _cache_paths(self, url: str, params: Mapping[str, Any], accept: str) -> tuple[Path, Path] | None:
-        if self.cache_dir is None:
-            return None
-        key = hashlib.sha256(json.dumps([url, sorted(params.items()), accept], default=str).encode()).hexdigest()
-        folder = self.cache_dir / key[:2]
-        return folder / f"{key}.json", folder / f"{key}.body"
-
-    def _wait_for_primary_reset(self) -> None:
-        if self._limit.remaining == 0 and self._limit.reset is not None:
-            wait = self._limit.reset - self.clock() + 1.0
-            if wait > 0:
-                log.info("GitHub rate limit used up; waiting %.0f s for the reset", wait)
-                self.stats.primary_waits += 1
-                self._sleep(wait)
-            self._limit.remaining = None
-
     def _sleep(self, seconds: float) -> None:
         self.stats.seconds_waited += seconds
         self.sleep(seconds)
 
-    def _note_limit(self, response: requests.Response) -> None:
-        remaining = response.headers.get("X-RateLimit-Remaining")
-        reset = response.headers.get("X-RateLimit-Reset")
+    def _primary_wait(self, response: requests.Response) -> float | None:
+        """Seconds until the quota resets when ``response`` says it is used up, else None."""
+        if response.headers.get("X-RateLimit-Remaining") != "0":
+            return None
         try:
-            self._limit.remaining = int(remaining) if remaining is not None else self._limit.remaining
-            self._limit.reset = float(reset) if reset is not None else self._limit.reset
-        except ValueError:
-            log.debug("ignoring malformed rate-limit headers %r / %r", remaining, reset)
+            return max(0.0, float(response.headers["X-RateLimit-Reset"]) - self.clock()) + 1.0
+        except (KeyError, ValueError):
+            return None
 
     def _limit_wait(self, response: requests.Response, attempt: int) -> float | None:
-        """Seconds to wait before retrying a 403/429, or None when it is not a rate limit."""
-        retry_after = response.headers.get("Retry-After")
-        if retry_after is not None:
-            try:
-                self.stats.secondary_waits += 1
-                return max(0.0, float(retry_after))
-            except ValueError:
-                pass
-        if response.headers.get("X-RateLimit-Remaining") == "0" and response.headers.get("X-RateLimit-Reset"):
+        """Seconds to wait before retrying a 403/429 that ``Retry`` passed on, or None when it is no rate limit."""
+        if response.headers.get("Retry-After") is not None:  # Retry obeyed it max_retries times already
+            raise GitHubError(f"GET {response.url}: still rate-limited after {self.max_retries} retries",
+                              response.status_code)
+        wait = self._primary_wait(response)
+        if wait is not None:
             self.stats.primary_waits += 1
-            return max(0.0, float(response.headers["X-RateLimit-Reset"]) - self.clock()) + 1.0
+            return wait
         text = response.text[:500].lower()
         if response.status_code == 429 or "rate limit" in text or "abuse" in text:
             self.stats.secondary_waits += 1
@@ -188,38 +208,22 @@ class GitHubClient:
         return None
 
     def _request(self, url: str, params: dict[str, Any], accept: str) -> GitHubResponse | None:
-        cache = self._cache_paths(url, params, accept)
-        cached_meta: dict[str, Any] | None = None
-        if cache and cache[0].exists() and cache[1].exists():
-            try:
-                cached_meta = json.loads(cache[0].read_text())
-            except (OSError, json.JSONDecodeError):
-                cached_meta = None
+        headers = {"Accept": accept, "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "jupiter-nbqa"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         for attempt in range(self.max_retries + 1):
-            self._wait_for_primary_reset()
-            headers = {"Accept": accept, "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "jupiter-nbqa"}
-            if self.token:
-                headers["Authorization"] = f"Bearer {self.token}"
-            if cached_meta and cached_meta.get("etag"):
-                headers["If-None-Match"] = cached_meta["etag"]
+            if self._reset_at is not None:  # the last answer used the quota up: wait for its reset first
+                wait, self._reset_at = self._reset_at - self.clock() + 1.0, None
+                if wait > 0:
+                    log.info("GitHub rate limit used up; waiting %.0f s for the reset", wait)
+                    self.stats.primary_waits += 1
+                    self._sleep(wait)
             self.stats.requests += 1
             try:
                 response = self.session.get(url, params=params, headers=headers, timeout=self.timeout)
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                if attempt >= self.max_retries:
-                    raise GitHubError(f"GET {url}: {type(exc).__name__}: {exc}") from None
-                self.stats.server_retries += 1
-                self._sleep(self.server_backoff * (2**attempt))
-                continue
-            self._note_limit(response)
+            except requests.RequestException as exc:  # connection errors, after Retry's attempts
+                raise GitHubError(f"GET {url}: {type(exc).__name__}: {exc}") from None
             status = response.status_code
-            if status == 304 and cached_meta and cache:
-                self.stats.not_modified += 1
-                return GitHubResponse(200, cache[1].read_bytes(), dict(cached_meta.get("headers", {})),
-                                      dict(cached_meta.get("links", {})), from_cache=True)
-            if status == 404:
-                self.stats.not_found += 1
-                return None
             if status in (403, 429):
                 wait = self._limit_wait(response, attempt)
                 if wait is None:
@@ -227,23 +231,21 @@ class GitHubClient:
                 if attempt >= self.max_retries:
                     raise GitHubError(f"GET {response.url}: still rate-limited after {attempt} retries", status)
                 log.info("GitHub %d on %s; waiting %.0f s", status, response.url, wait)
-                self._limit.remaining = None  # the wait below covers the reset
                 self._sleep(wait)
                 continue
+            if self._primary_wait(response) is not None:
+                self._reset_at = float(response.headers["X-RateLimit-Reset"])
+            if status == 404:
+                self.stats.not_found += 1
+                return None
             if status >= 500:
-                if attempt >= self.max_retries:
-                    raise GitHubError(f"GET {response.url}: server error {status}", status)
-                self.stats.server_retries += 1
-                self._sleep(self.server_backoff * (2**attempt))
-                continue
+                raise GitHubError(f"GET {response.url}: server error {status}", status)
             if not response.ok:
                 raise GitHubError(f"GET {response.url}: HTTP {status}: {response.text[:200]}", status)
+            revalidated = getattr(response, "revalidated", False)
+            self.stats.not_modified += revalidated
             links = {rel: info["url"] for rel, info in response.links.items() if "url" in info}
-            kept_headers = {k: v for k, v in response.headers.items() if k.lower() in {"content-type", "etag"}}
-            if cache and response.headers.get("ETag"):
-                cache[0].parent.mkdir(parents=True, exist_ok=True)
-                cache[1].write_bytes(response.content)
-                cache[0].write_text(json.dumps({"etag": response.headers["ETag"], "headers": kept_headers,
-                                                "links": links, "url": url}))
-            return GitHubResponse(status, response.content, kept_headers, links)
+            kept = {k: v for k, v in response.headers.items() if k.lower() in {"content-type", "etag"}}
+            return GitHubResponse(status, response.content, kept, links, from_cache=revalidated)
         raise GitHubError(f"GET {url}: gave up after {self.max_retries} retries")
+

@@ -1,7 +1,8 @@
 """A real HTTP server on 127.0.0.1 that answers like the GitHub REST API, from in-memory fixtures.
 
 It serves code search (with ``size:LO..HI`` filtering, ``per_page``/``page`` pagination, ``Link`` headers and
-a configurable per-query result cap), repository metadata with ETags (304 on ``If-None-Match``) and raw file
+a configurable per-query result cap), repository metadata with ETags (304 on ``If-None-Match``; ``Vary`` as
+GitHub sends it) and raw file
 contents. Faults are scripted: the next request matching a path prefix gets a given status and headers
 (a 403 primary rate limit with reset, a 429 with Retry-After, a 502). A path can be made to hang until
 released, so a test can kill a crawler mid-download. Every request is logged.
@@ -117,10 +118,11 @@ def _handler(fixture: Fixture):
                     "license": {"spdx_id": info["license"]} if info.get("license") else None,
                     "stargazers_count": 3, "fork": False}
             etag = '"' + hashlib.sha1(json.dumps(data).encode()).hexdigest() + '"'
+            vary = {"Vary": "Accept, Authorization, Cookie, X-GitHub-OTP"}  # as api.github.com sends it
             if self.headers.get("If-None-Match") == etag:
-                self._send(304, b"", {"ETag": etag})
+                self._send(304, b"", {"ETag": etag, **vary})
                 return
-            self._json(200, data, {"ETag": etag})
+            self._json(200, data, {"ETag": etag, **vary})
 
         def _contents(self, name: str, path: str) -> None:
             data = fixture.repos.get(name, {}).get("files", {}).get(path)

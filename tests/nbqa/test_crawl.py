@@ -96,10 +96,12 @@ def test_crawl_shards_paginates_survives_limits_and_feeds_filter(corpus_dir, man
 
 
 def test_etag_cache_answers_304_and_404s_are_none(corpus_dir, manifest, tmp_path):
+    """With a token, as a crawl runs: GitHub's ``Vary: Authorization`` must not turn every revalidation into a miss."""
     fixture = _fixture(corpus_dir, manifest)
     fake = FakeTime()
     with GitHubFixtureServer(fixture) as server:
-        client = GitHubClient(server.url, cache_dir=tmp_path / "cache", sleep=fake.sleep, clock=fake.clock)
+        client = GitHubClient(server.url, token="t0k", cache_dir=tmp_path / "cache", sleep=fake.sleep,
+                              clock=fake.clock)
         first = client.repository("ethen8181/machine-learning")
         second = client.repository("ethen8181/machine-learning")
         assert first == second and first["license"] == {"spdx_id": "MIT"}
@@ -108,7 +110,8 @@ def test_etag_cache_answers_304_and_404s_are_none(corpus_dir, manifest, tmp_path
         assert client.repository("nobody/nothing") is None
         assert client.file_bytes("ethen8181/machine-learning", "no/such.csv", "main") is None
         assert client.stats.not_found == 2
-        fresh = GitHubClient(server.url, cache_dir=tmp_path / "cache", sleep=fake.sleep, clock=fake.clock)
+        fresh = GitHubClient(server.url, token="t0k", cache_dir=tmp_path / "cache", sleep=fake.sleep,
+                             clock=fake.clock)
         assert fresh.repository("ethen8181/machine-learning") == first  # the cache is on disk
         assert fresh.stats.not_modified == 1
     assert fake.sleeps == []
