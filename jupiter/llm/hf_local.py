@@ -21,8 +21,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
+from typing import Literal, get_args
 
 import torch
 from transformers import (
@@ -36,25 +37,26 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from jupiter.config_model import ConfigModel, PositiveInt
 from jupiter.llm.base import BasePolicy
 from jupiter.llm.machine_dtype import cpu_dtype
 from jupiter.llm.nucleus import WINDOWS, filter_top_k_top_p_
-from jupiter.llm.rendering import end_of_turn_ids, render_for_tokenizer, template_by_name
+from jupiter.llm.rendering import ModelFolder, TemplateName, end_of_turn_ids, render_for_tokenizer, template_by_name
 from jupiter.llm.types import Completion, FinishReason, PolicySpecError, SamplingParams
 from jupiter.prompts import Message
 
 __all__ = ["HfConfig", "HfPolicy", "WindowedTopKTopP", "NUCLEUS_CHOICES"]
 
 #: Who applies top-p / top-k (``HfConfig.nucleus``): our windowed filter or transformers' own warpers.
-NUCLEUS_CHOICES = ("window", "engine")
+Nucleus = Literal["window", "engine"]
+NUCLEUS_CHOICES = get_args(Nucleus)
 
 log = logging.getLogger(__name__)
 
 _DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32}
 
 
-@dataclass(frozen=True)
-class HfConfig:
+class HfConfig(ConfigModel):
     """Settings of the transformers backend.
 
     Attributes:
@@ -71,25 +73,13 @@ class HfConfig:
             warpers, which sort the whole vocabulary (for comparison).
     """
 
-    model_dir: Path | None = None
-    dtype: str | None = None
-    template: str | None = None
-    threads: int | None = None
-    nucleus: str = "window"
+    config_error = PolicySpecError
 
-    def __post_init__(self) -> None:
-        if self.dtype is not None and self.dtype not in _DTYPES:
-            raise PolicySpecError(f"HfConfig.dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
-        if self.model_dir is not None and not (Path(self.model_dir) / "config.json").is_file():
-            raise PolicySpecError(
-                f"HfConfig.model_dir {self.model_dir} is not a Hugging Face model folder (no config.json)"
-            )
-        if self.template is not None:
-            template_by_name(self.template)
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
-            raise PolicySpecError(f"HfConfig.threads must be an int >= 1, got {self.threads!r}")
-        if self.nucleus not in NUCLEUS_CHOICES:
-            raise PolicySpecError(f"HfConfig.nucleus must be one of {list(NUCLEUS_CHOICES)}, got {self.nucleus!r}")
+    model_dir: ModelFolder | None = None
+    dtype: Literal["bfloat16", "bf16", "float32", "fp32"] | None = None
+    template: TemplateName | None = None
+    threads: PositiveInt | None = None
+    nucleus: Nucleus = "window"
 
     @classmethod
     def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> HfConfig:

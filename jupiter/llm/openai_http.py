@@ -23,9 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from pydantic import Field, field_validator
+
+from jupiter.config_model import ConfigModel, Count, PositiveFloat, PositiveInt
 from jupiter.llm.base import BasePolicy, RequestUsage, child_seeds, prompt_usage
 from jupiter.llm.endpoint import Endpoint, Unreachable
-from jupiter.llm.rendering import template_by_name
+from jupiter.llm.rendering import TemplateName, template_by_name
 from jupiter.llm.types import (
     Completion,
     PolicyConnectionError,
@@ -50,8 +53,7 @@ class ApiMode(str, enum.Enum):
     COMPLETIONS = "completions"
 
 
-@dataclass(frozen=True)
-class HttpConfig:
+class HttpConfig(ConfigModel):
     """Settings of the HTTP backend; validated, errors name the field.
 
     Attributes:
@@ -67,38 +69,27 @@ class HttpConfig:
         api_key: bearer token; None reads ``JUPITER_API_KEY`` then ``OPENAI_API_KEY``.
     """
 
+    config_error = PolicySpecError
+
     base_url: str
     model: str | None = None
     mode: ApiMode = ApiMode.CHAT
-    template: str = "gemma"
-    timeout: float = 600.0
-    connect_timeout: float = 10.0
-    max_retries: int = 5
-    backoff: float = 0.5
-    max_backoff: float = 30.0
-    concurrency: int = 8
-    api_key: str | None = None
+    template: TemplateName = "gemma"
+    timeout: PositiveFloat = 600.0
+    connect_timeout: PositiveFloat = 10.0
+    max_retries: Count = 5
+    backoff: float = Field(0.5, strict=True, ge=0, allow_inf_nan=False)
+    max_backoff: PositiveFloat = 30.0
+    concurrency: PositiveInt = 8
+    api_key: str | None = Field(None, repr=False)  # kept out of logs and tracebacks
 
-    def __post_init__(self) -> None:
-        parts = urlsplit(self.base_url)
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise PolicySpecError(f"HttpConfig.base_url must be an http(s) URL, got {self.base_url!r}")
-        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
-        try:
-            object.__setattr__(self, "mode", ApiMode(self.mode))
-        except ValueError:
-            raise PolicySpecError(f"HttpConfig.mode must be 'chat' or 'completions', got {self.mode!r}") from None
-        template_by_name(self.template)
-        for name in ("timeout", "connect_timeout", "max_backoff"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not value > 0:
-                raise PolicySpecError(f"HttpConfig.{name} must be a number > 0, got {value!r}")
-        if not isinstance(self.backoff, (int, float)) or not self.backoff >= 0:
-            raise PolicySpecError(f"HttpConfig.backoff must be a number >= 0, got {self.backoff!r}")
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
-            raise PolicySpecError(f"HttpConfig.max_retries must be an int >= 0, got {self.max_retries!r}")
-        if not isinstance(self.concurrency, int) or self.concurrency < 1:
-            raise PolicySpecError(f"HttpConfig.concurrency must be an int >= 1, got {self.concurrency!r}")
+            raise ValueError(f"must be an http(s) URL, got {url!r}")
+        return url.rstrip("/")
 
     @classmethod
     def from_spec(cls, spec: str) -> HttpConfig:

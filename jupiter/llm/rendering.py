@@ -8,12 +8,16 @@ path's prompt is byte-stable from one turn to the next and a prefix cache can re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 from jupiter.llm.types import PolicySpecError
 from jupiter.prompts import CHATML, GEMMA, ChatTemplate, Message, render_prompt
 
-__all__ = ["TEMPLATES", "END_OF_TURN_TOKENS", "template_by_name", "render_for_tokenizer", "end_of_turn_ids"]
+__all__ = ["TEMPLATES", "END_OF_TURN_TOKENS", "template_by_name", "render_for_tokenizer", "end_of_turn_ids",
+           "TemplateName", "ModelFolder"]
 
 TEMPLATES: dict[str, ChatTemplate] = {GEMMA.name: GEMMA, CHATML.name: CHATML}
 #: Special tokens that close a turn in the chat renderings we use (Gemma, ChatML).
@@ -26,6 +30,22 @@ def template_by_name(name: str) -> ChatTemplate:
         return TEMPLATES[name.lower()]
     except KeyError:
         raise PolicySpecError(f"unknown prompt template {name!r}; known: {', '.join(sorted(TEMPLATES))}") from None
+
+
+def _known_template(name: str) -> str:
+    template_by_name(name)
+    return name
+
+
+def _model_folder(path: Path) -> Path:
+    if not (path / "config.json").is_file():
+        raise ValueError(f"{path} is not a Hugging Face model folder (no config.json)")
+    return path
+
+
+#: Config field types of the backends: a known template's name; a Hugging Face model folder.
+TemplateName = Annotated[str, AfterValidator(_known_template)]
+ModelFolder = Annotated[Path, AfterValidator(_model_folder)]
 
 
 def render_for_tokenizer(messages: Sequence[Message], tokenizer: Any, template: ChatTemplate | None) -> str:

@@ -7,11 +7,13 @@ a policy) can import these types without pulling in requests, torch or vLLM.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
 
+from pydantic import Field, StringConstraints, field_validator
+
+from jupiter.config_model import ConfigModel, Count, Flag, PositiveInt
 from jupiter.prompts import STOP_SEQUENCES, Message
 
 __all__ = [
@@ -54,8 +56,7 @@ class FinishReason(str, enum.Enum):
     LENGTH = "length"  # max_tokens reached
 
 
-@dataclass(frozen=True)
-class SamplingParams:
+class SamplingParams(ConfigModel):
     """Per-call sampling settings, validated at construction (errors name the field).
 
     Attributes:
@@ -74,44 +75,23 @@ class SamplingParams:
             throughput, so only ask when the search prior needs it.
     """
 
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_tokens: int = 512
-    stop: tuple[str, ...] = STOP_SEQUENCES
-    seed: int | None = None
-    logprobs: bool = False
+    n: PositiveInt = 1
+    temperature: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] = 1.0
+    top_p: Annotated[float, Field(strict=True, gt=0, le=1)] = 1.0
+    top_k: Count = 0
+    max_tokens: PositiveInt = 512
+    stop: tuple[Annotated[str, StringConstraints(strict=True, min_length=1)], ...] = STOP_SEQUENCES
+    seed: Annotated[int, Field(strict=True)] | None = None
+    logprobs: Flag = False
 
-    def __post_init__(self) -> None:
-        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
-            raise ValueError(f"SamplingParams.n must be an int >= 1, got {self.n!r}")
-        if not _is_number(self.temperature) or not self.temperature >= 0 or math.isinf(self.temperature):
-            raise ValueError(f"SamplingParams.temperature must be a finite number >= 0, got {self.temperature!r}")
-        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
-            raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ValueError(f"SamplingParams.top_k must be an int >= 0 (0: off), got {self.top_k!r}")
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ValueError(f"SamplingParams.max_tokens must be an int >= 1, got {self.max_tokens!r}")
-        stop = self.stop
-        if isinstance(stop, str):
-            stop = (stop,)
-        if not isinstance(stop, (tuple, list)) or not all(isinstance(s, str) and s for s in stop):
-            raise ValueError(f"SamplingParams.stop must be a tuple of non-empty strings, got {self.stop!r}")
-        object.__setattr__(self, "stop", tuple(stop))
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise ValueError(f"SamplingParams.seed must be an int or None, got {self.seed!r}")
-        if not isinstance(self.logprobs, bool):
-            raise ValueError(f"SamplingParams.logprobs must be a bool, got {self.logprobs!r}")
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _one_stop_string(cls, stop: Any) -> Any:
+        return (stop,) if isinstance(stop, str) else stop
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
 
 
 @dataclass(frozen=True)

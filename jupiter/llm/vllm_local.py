@@ -37,9 +37,11 @@ import os
 import random
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
+
+from pydantic import Field
 
 
 def _cpu_bind() -> str:
@@ -56,16 +58,24 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 import vllm  # noqa: E402  (after the environment defaults above)
 
+from jupiter.config_model import ConfigModel, Flag, PositiveInt  # noqa: E402
 from jupiter.llm.base import BasePolicy, RequestUsage, child_seeds, prompt_usage  # noqa: E402
 from jupiter.llm.machine_dtype import cpu_dtype  # noqa: E402
-from jupiter.llm.rendering import end_of_turn_ids, render_for_tokenizer, template_by_name  # noqa: E402
+from jupiter.llm.rendering import (  # noqa: E402
+    ModelFolder,
+    TemplateName,
+    end_of_turn_ids,
+    render_for_tokenizer,
+    template_by_name,
+)
 from jupiter.llm.types import Completion, FinishReason, PolicyError, PolicySpecError, SamplingParams  # noqa: E402
 from jupiter.prompts import Message  # noqa: E402
 
 __all__ = ["NUCLEUS_CHOICES", "VllmConfig", "VllmPolicy"]
 
 #: Who applies top-p / top-k (``VllmConfig.nucleus``).
-NUCLEUS_CHOICES = ("auto", "window", "engine")
+Nucleus = Literal["auto", "window", "engine"]
+NUCLEUS_CHOICES = get_args(Nucleus)
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +92,7 @@ logging.getLogger("vllm.engine.arg_utils").addFilter(
 )
 
 
-@dataclass(frozen=True)
-class VllmConfig:
+class VllmConfig(ConfigModel):
     """Settings of the in-process vLLM backend (defaults: what runs on a small CPU machine).
 
     Attributes:
@@ -112,46 +121,21 @@ class VllmConfig:
             ``vllm.LLM``.
     """
 
-    model_dir: Path | None = None
-    dtype: str | None = None
-    max_model_len: int = 4096
-    kv_cache_mb: int | None = 512
-    gpu_memory_utilization: float = 0.9
-    enforce_eager: bool = True
-    template: str | None = None
-    engine_seed: int = 0
-    chunked_prefill: bool | None = None
-    nucleus: str = "auto"
-    max_num_seqs: int | None = None
-    block_size: int | None = None
-    log_stats: bool = False
+    config_error = PolicySpecError
 
-    def __post_init__(self) -> None:
-        if self.model_dir is not None and not (Path(self.model_dir) / "config.json").is_file():
-            raise PolicySpecError(
-                f"VllmConfig.model_dir {self.model_dir} is not a Hugging Face model folder (no config.json); "
-                "vLLM cannot run .gguf files on CPU: convert first"
-            )
-        if self.dtype not in (None, "bfloat16", "float16", "float32", "auto"):
-            raise PolicySpecError(f"VllmConfig.dtype must be bfloat16, float16, float32 or auto, got {self.dtype!r}")
-        if not isinstance(self.max_model_len, int) or self.max_model_len < 16:
-            raise PolicySpecError(f"VllmConfig.max_model_len must be an int >= 16, got {self.max_model_len!r}")
-        if self.kv_cache_mb is not None and (not isinstance(self.kv_cache_mb, int) or self.kv_cache_mb < 1):
-            raise PolicySpecError(f"VllmConfig.kv_cache_mb must be an int >= 1 or None, got {self.kv_cache_mb!r}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise PolicySpecError(
-                f"VllmConfig.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization!r}"
-            )
-        if self.template is not None:
-            template_by_name(self.template)
-        for name in ("max_num_seqs", "block_size"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise PolicySpecError(f"VllmConfig.{name} must be an int >= 1 or None, got {value!r}")
-        if self.nucleus not in NUCLEUS_CHOICES:
-            raise PolicySpecError(f"VllmConfig.nucleus must be one of {list(NUCLEUS_CHOICES)}, got {self.nucleus!r}")
-        if self.chunked_prefill is not None and not isinstance(self.chunked_prefill, bool):
-            raise PolicySpecError(f"VllmConfig.chunked_prefill must be a bool or None, got {self.chunked_prefill!r}")
+    model_dir: ModelFolder | None = None  # vLLM cannot run .gguf files on CPU: convert first
+    dtype: Literal["bfloat16", "float16", "float32", "auto"] | None = None
+    max_model_len: int = Field(4096, strict=True, ge=16)
+    kv_cache_mb: PositiveInt | None = 512
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    enforce_eager: Flag = True
+    template: TemplateName | None = None
+    engine_seed: int = Field(0, strict=True)
+    chunked_prefill: Flag | None = None
+    nucleus: Nucleus = "auto"
+    max_num_seqs: PositiveInt | None = None
+    block_size: PositiveInt | None = None
+    log_stats: Flag = False
 
     @classmethod
     def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> VllmConfig:
