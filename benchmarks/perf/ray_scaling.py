@@ -14,8 +14,20 @@ run proceeds in waves. The default, 5 trees in flight per worker, divides 20 tre
 (4 waves on one worker, 2 on each of two). With 4 in flight, 20 trees make 5 waves, one worker must run 3 of
 them, and no system could beat 5/3 = 1.67x; ``wave_bound`` reports that ceiling for the chosen numbers.
 
+Pinning: each tree worker and its sandboxes run on the one core it declares (``search.ray_cpus``; ``--no-pin``
+for the behaviour before). ``worker_trees`` says what each worker's process tree used, from ``psutil``: CPU
+seconds of the actor and of its sandbox processes, the cores it kept busy on average, the CPU masks seen.
+``cpu_bound_speedup`` is the one worker's CPU seconds over the busier of the two: the speed-up the work allows
+when each worker has one core to itself, whatever else loads the machine.
+
+Start-up: every worker starts one sandbox per tree in flight, and each sandbox's zygote imports the default
+preloads (numpy, pandas, scipy.stats: about 2 CPU-s), so two workers do that work twice (10 zygotes against 5).
+In a collection of hundreds of trees it is paid once per worker; in 20 trees it is a large part of the run.
+``--more-trees N`` runs both worker counts again on TREES + N trees and reports ``marginal``: the speed-up on
+the N extra trees alone (the difference of the two runs' wall times), where start-up cancels out.
+
     python benchmarks/perf/ray_scaling.py --json [--trees 20] [--iterations 10] [--trees-per-worker 5]
-        [--cells-per-worker 1]
+        [--cells-per-worker 1] [--more-trees 20] [--no-pin]
 """
 
 from __future__ import annotations
@@ -173,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--trees-per-worker", type=int, default=5)
     parser.add_argument("--cells-per-worker", type=int, default=1, help="cells a worker runs at once")
+    parser.add_argument("--more-trees", type=int, default=0,
+                        help="also run TREES + this many, and report the speed-up on the extra trees alone")
     parser.add_argument("--no-pin", action="store_true",
                         help="leave the workers unpinned (each may use every core; the behaviour before pinning)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (the default output too)")
@@ -195,6 +209,17 @@ def main(argv: list[str] | None = None) -> int:
         load_before = os.getloadavg()
         one = measure(tasks, replay, config, 1, work / "w1", not args.no_pin)
         two = measure(tasks, replay, config, 2, work / "w2", not args.no_pin)
+        marginal = None
+        if args.more_trees:
+            (work / "more").mkdir()
+            more_path, more_replay = write_inputs(work / "more", args.trees + args.more_trees)
+            more = load_tasks(more_path)
+            one_more = measure(more, more_replay, config, 1, work / "m1", not args.no_pin)
+            two_more = measure(more, more_replay, config, 2, work / "m2", not args.no_pin)
+            extra_one, extra_two = one_more["wall_s"] - one["wall_s"], two_more["wall_s"] - two["wall_s"]
+            marginal = {"extra_trees": args.more_trees, "one_worker": one_more, "two_workers": two_more,
+                        "one_worker_extra_s": round(extra_one, 3), "two_workers_extra_s": round(extra_two, 3),
+                        "speedup": round(extra_one / extra_two, 3) if min(extra_one, extra_two) > 0 else None}
         load_after = os.getloadavg()
         speedup = round(one["wall_s"] / two["wall_s"], 3)
         waves_one = math.ceil(args.trees / args.trees_per_worker)
@@ -204,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             "benchmark": "ray_scaling", "trees": args.trees, "iterations": args.iterations,
             "trees_per_worker": args.trees_per_worker, "cells_per_worker": args.cells_per_worker,
             "pinned": not args.no_pin, "one_worker": one, "two_workers": two, "speedup": speedup,
-            "cpu_bound_speedup": cpu_bound_speedup(one, two), "wave_bound": wave_bound,
+            "cpu_bound_speedup": cpu_bound_speedup(one, two), "marginal": marginal, "wave_bound": wave_bound,
             "target_speedup": 1.7, "meets_target": speedup >= 1.7, "cpus": cores,
             "load_avg_before": [round(x, 2) for x in load_before], "load_avg_after": [round(x, 2) for x in load_after],
             "disturbed": max(load_before[0], load_after[0]) > cores,
