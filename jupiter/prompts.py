@@ -16,6 +16,7 @@ import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from jupiter.task import Task, TaskKind
 
@@ -39,7 +40,7 @@ __all__ = [
     "render_prompt",
 ]
 
-Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
+Message = dict[str, Any]  # {"role": "system" | "user" | "assistant", "content": str}
 
 OBSERVATION_PREFIX = "Observation:"
 #: Generation stops where the model would start writing the code's output itself.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from jupiter.output_paths import check_output_folder
-from jupiter.task import TaskError, load_tasks
+from jupiter.task import Task, TaskError, load_tasks
 from search.config import ConfigError, Mode, SearchConfig
 from search.settings import add_search_arguments, flag_message, resolve_settings, settings_from_args
 
@@ -150,7 +150,7 @@ def _check_working_dir(args: argparse.Namespace) -> int:
     return 1 if report.over_limit else 0
 
 
-def _dry_run(args: argparse.Namespace, tasks: list, config: SearchConfig) -> int:
+def _dry_run(args: argparse.Namespace, tasks: list[Task], config: SearchConfig) -> int:
     from search.ray_manifest import Manifest, TaskStatus
 
     latest = Manifest(args.out).latest() if args.out else {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from jupiter.answers import canonical_answer, equivalence_key
 from search.config import Decision, Mode, SearchConfig, VoteKey
@@ -84,15 +84,27 @@ def _candidate(node: Node, rule: KeyRule) -> Candidate | None:
 class Votable(Protocol):
     """What a vote needs of a candidate (``Candidate`` here, ``benchmarks.records.CandidateRecord`` there)."""
 
-    tag: str
-    answer: str
-    key: str
-    value: float
-    multiplicity: int
+    @property
+    def tag(self) -> str: ...
+
+    @property
+    def answer(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def value(self) -> float: ...
+
+    @property
+    def multiplicity(self) -> int: ...
 
 
-def tally(candidates: Sequence[Votable], prefer: Callable[[str], bool] | None = None,
-          ) -> tuple[tuple[VoteEntry, ...], Votable | None]:
+V = TypeVar("V", bound=Votable)
+
+
+def tally(candidates: Sequence[V], prefer: Callable[[str], bool] | None = None,
+          ) -> tuple[tuple[VoteEntry, ...], V | None]:
     """The vote over ``candidates`` (in creation order): the table, best first, and the winning candidate.
 
     Each candidate counts ``multiplicity`` votes; ties go to the higher mean value, then the group found
@@ -100,7 +112,7 @@ def tally(candidates: Sequence[Votable], prefer: Callable[[str], bool] | None = 
     accepts any) and won by its earliest candidate with that spelling. The one voting rule: the search's decision
     and the benchmarks' curves both call it.
     """
-    groups: dict[str, list[tuple[int, Votable]]] = {}
+    groups: dict[str, list[tuple[int, V]]] = {}
     for index, candidate in enumerate(candidates):
         groups.setdefault(candidate.key, []).append((index, candidate))
     entries = []
@@ -131,7 +143,7 @@ def decide(answer_nodes: list[Node], rule: KeyRule = KeyRule()) -> Verdict:
     for candidate in candidates:  # strict > keeps the earliest among equals
         if by_value is None or candidate.value > by_value.value:
             by_value = candidate
-    return Verdict(tuple(candidates), table, vote, by_value)  # type: ignore[arg-type]
+    return Verdict(tuple(candidates), table, vote, by_value)
 
 
 @dataclass(frozen=True)

@@ -205,4 +205,5 @@ def extract_view_data(page: str) -> dict[str, Any]:
     end = page.find("</script>", start)
     if end < 0:
         raise ValueError(f"tree.html: the {DATA_ELEMENT_ID!r} element is not closed")
-    return json.loads(page[start:end])
+    data: dict[str, Any] = json.loads(page[start:end])
+    return data

@@ -41,7 +41,8 @@ def load_value(path: str | Path | None, **options: Any) -> Value | None:
     except ImportError as exc:
         raise LoadError(f"--value-model {path}: value_model.ValueScorer is not available here ({exc}); install "
                         "the 'train' extra or run without --value-model") from None
-    return ValueScorer.load(path, **options)
+    scorer: Value = ValueScorer.load(path, **options)
+    return scorer
 
 
 def sandbox_config(config: SearchConfig, **options: Any) -> SandboxConfig:

@@ -89,12 +89,13 @@ def priors_from_logprobs(mean_logprobs: list[float | None], rule: PriorRule | st
         return []
     weights_m = multiplicities if multiplicities is not None else [1] * count
     rule = PriorRule(rule)
-    if rule is PriorRule.UNIFORM or any(lp is None or not math.isfinite(lp) for lp in mean_logprobs):
-        total = sum(weights_m)
-        return [m / total for m in weights_m]
+    logprobs = [lp for lp in mean_logprobs if lp is not None and math.isfinite(lp)]
+    if rule is PriorRule.UNIFORM or len(logprobs) < count:
+        votes = sum(weights_m)
+        return [m / votes for m in weights_m]
     if rule is PriorRule.EXP:
-        return [m * math.exp(min(lp, 0.0)) for lp, m in zip(mean_logprobs, weights_m)]  # type: ignore[arg-type]
-    top = max(mean_logprobs)  # type: ignore[type-var]
-    weights = [m * math.exp(lp - top) for lp, m in zip(mean_logprobs, weights_m)]  # type: ignore[operator]
+        return [m * math.exp(min(lp, 0.0)) for lp, m in zip(logprobs, weights_m)]
+    top = max(logprobs)
+    weights = [m * math.exp(lp - top) for lp, m in zip(logprobs, weights_m)]
     total = sum(weights)
     return [w / total for w in weights]

@@ -110,7 +110,9 @@ def settings_from_args(args: argparse.Namespace) -> LocalSettings:
     has its mode set in ``args`` by the command). ``SettingsError`` names the setting of a value out of range
     (``flag_message(..., owners=("settings",))`` turns it into the flag)."""
     given = {name: getattr(args, name, None) for name in LocalSettings.model_fields}
-    return parse_job_settings({k: v for k, v in given.items() if v is not None}, LocalSettings)
+    settings = parse_job_settings({k: v for k, v in given.items() if v is not None}, LocalSettings)
+    assert isinstance(settings, LocalSettings)  # model_validate of LocalSettings
+    return settings
 
 
 def resolve_settings(settings: JobSettings, profile: str = DEFAULT_PROFILE, **extra: Any) -> SearchConfig:
@@ -176,9 +178,10 @@ def add_search_arguments(parser: argparse.ArgumentParser,
             group.add_argument(*names, type=int, default=0, help=info.description)
         elif isinstance(kind, type) and issubclass(kind, enum.Enum):
             group.add_argument(*names, choices=tuple(m.value for m in kind), default=None,
-                               help=info.description + _profile_note(name, modes))
+                               help=(info.description or "") + _profile_note(name, modes))
         else:
-            group.add_argument(*names, type=kind, default=None, help=info.description + _profile_note(name, modes))
+            group.add_argument(*names, type=kind, default=None,
+                               help=(info.description or "") + _profile_note(name, modes))
     group.add_argument("--print-config", action="store_true",
                        help="print the resolved settings (and where each comes from) as JSON and exit")
 

@@ -92,7 +92,7 @@ class Node:
     exhausted: bool = False  # no expandable node left below (or here)
     order: int = 0  # creation order in the tree (ties in decisions go to the earliest)
     timings: dict[str, float] = field(default_factory=dict)
-    outputs: list[dict] = field(default_factory=list)  # nbformat outputs of the cell
+    outputs: list[dict[str, Any]] = field(default_factory=list)  # nbformat outputs of the cell
     outputs_dropped_chars: int = 0  # characters of the cell's output text not kept (sandbox cap, tree-file cap)
     raw_messages: list[Message] | None = None  # set only for nodes read from the paper's files
     execution: ExecutionLike | None = field(default=None, repr=False)  # sandbox Execution (never serialised)

@@ -1,6 +1,6 @@
-"""The typed packages type-check: ``mypy`` (``[tool.mypy]`` in ``pyproject.toml``: strict, on ``sandbox/`` for now,
-its API and its plumbing) finds nothing, so the default suite (and so CI) fails on a call that does not match a
-signature, a None not handled or a new function without annotations there. By hand: ``.venv/bin/mypy``.
+"""The typed packages type-check: ``mypy`` (``[tool.mypy]`` in ``pyproject.toml``: strict, on ``sandbox/``, its API
+and its plumbing, and ``search/``) finds nothing, so the default suite (and so CI) fails on a call that does not
+match a signature, a None not handled or a new function without annotations there. By hand: ``.venv/bin/mypy``.
 """
 
 from __future__ import annotations
