@@ -6,11 +6,14 @@ bad ``value_config.json`` fails at once instead of an hour into training.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
+from typing_extensions import Self
+
+from jupiter.config_model import ConfigModel, Flag
 
 __all__ = [
     "ConfigError",
@@ -47,77 +50,49 @@ class TemplateName(str, enum.Enum):
         return GEMMA if self is TemplateName.GEMMA else CHATML
 
 
-def _check(condition: bool, owner: str, name: str, message: str) -> None:
-    if not condition:
-        raise ConfigError(f"{owner}.{name}: {message}")
+#: Field types of these configs: lax about 4 vs 4.0 (a hand-edited or older ``value_config.json``), strict on
+#: ranges.
+_Positive = Annotated[int, Field(gt=0)]
+_Steps = Annotated[int, Field(ge=0)]
+_Share = Annotated[float, Field(ge=0, lt=1)]
 
 
-@dataclass(frozen=True)
-class ModelConfig:
+class _Config(ConfigModel):
+    config_error = ConfigError
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON values (tuples as lists, enums as their values): what the run files record."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """The config a ``to_dict`` recorded; an unknown key is an error (``format_version`` is the file's)."""
+        return cls(**{k: v for k, v in data.items() if k != "format_version"})
+
+
+class ModelConfig(_Config):
     """What a saved value model is: backbone, LoRA shape, head, and how paths become text.
 
     Saved as ``value_config.json`` next to the adapter and the head, so a scorer rebuilds exactly the model
     that was trained (and renders and truncates paths exactly as training did).
     """
 
-    backbone: str  # Hugging Face folder or hub id of the causal-LM backbone (overridable at load time)
-    lora_r: int = 8
-    lora_alpha: int = 32
-    lora_dropout: float = 0.1
-    lora_targets: tuple[str, ...] = DEFAULT_LORA_TARGETS
-    lora_layers: tuple[int, ...] | None = None  # decoder layer indices to adapt (None: all); top layers only
-    # make training cheaper: no gradient flows below the lowest adapted layer
-    head_dropout: float = 0.1
-    head_init_std: float = 1e-3  # small Gaussian init: the untrained head predicts ≈ 0 for every state
-    head_center_momentum: float = 0.05  # running-mean rate of the head's feature centering (see ValueHead)
-    max_tokens: int = DEFAULT_MAX_TOKENS  # truncation budget of one path, in backbone tokens
+    # Hugging Face folder or hub id of the causal-LM backbone (overridable at load time)
+    backbone: Annotated[str, Field(min_length=1)]
+    lora_r: _Positive = 8
+    lora_alpha: _Positive = 32
+    lora_dropout: _Share = 0.1
+    lora_targets: Annotated[tuple[str, ...], Field(min_length=1)] = DEFAULT_LORA_TARGETS
+    # decoder layer indices to adapt (None: all); top layers only make training cheaper: no gradient flows below
+    # the lowest adapted layer
+    lora_layers: Annotated[tuple[_Steps, ...], Field(min_length=1)] | None = None
+    head_dropout: _Share = 0.1
+    head_init_std: float = Field(1e-3, gt=0)  # small Gaussian init: the untrained head predicts ≈ 0 for every state
+    # running-mean rate of the head's feature centering (see ValueHead)
+    head_center_momentum: float = Field(0.05, gt=0, le=1)
+    max_tokens: Annotated[int, Field(ge=32)] = DEFAULT_MAX_TOKENS  # truncation budget of one path, in backbone tokens
     template: TemplateName = TemplateName.GEMMA
 
-    def __post_init__(self) -> None:
-        owner = "ModelConfig"
-        _check(isinstance(self.backbone, str) and bool(self.backbone), owner, "backbone", "must be a non-empty path")
-        _check(isinstance(self.lora_r, int) and self.lora_r > 0, owner, "lora_r",
-               f"must be a positive int, got {self.lora_r!r}")
-        _check(self.lora_alpha > 0, owner, "lora_alpha", f"must be > 0, got {self.lora_alpha!r}")
-        _check(0.0 <= self.lora_dropout < 1.0, owner, "lora_dropout",
-               f"must be in [0, 1), got {self.lora_dropout!r}")
-        _check(0.0 <= self.head_dropout < 1.0, owner, "head_dropout", f"must be in [0, 1), got {self.head_dropout!r}")
-        _check(0.0 < self.head_center_momentum <= 1.0, owner, "head_center_momentum",
-               f"must be in (0, 1], got {self.head_center_momentum!r}")
-        _check(self.head_init_std > 0, owner, "head_init_std", f"must be > 0, got {self.head_init_std!r}")
-        _check(len(self.lora_targets) > 0, owner, "lora_targets", "name at least one module")
-        _check(isinstance(self.max_tokens, int) and self.max_tokens >= 32, owner, "max_tokens",
-               f"must be an int >= 32, got {self.max_tokens!r}")
-        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
-        if self.lora_layers is not None:
-            _check(len(self.lora_layers) > 0 and all(isinstance(i, int) and i >= 0 for i in self.lora_layers),
-                   owner, "lora_layers", f"must be None or non-negative layer indices, got {self.lora_layers!r}")
-            object.__setattr__(self, "lora_layers", tuple(self.lora_layers))
-        try:
-            object.__setattr__(self, "template", TemplateName(self.template))
-        except ValueError:
-            raise ConfigError(f"{owner}.template: must be one of {[t.value for t in TemplateName]}, "
-                              f"got {self.template!r}") from None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["lora_targets"] = list(self.lora_targets)
-        data["lora_layers"] = None if self.lora_layers is None else list(self.lora_layers)
-        data["template"] = self.template.value
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ModelConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known - {"format_version"})
-        if unknown:
-            raise ConfigError(f"ModelConfig: unknown field(s) {unknown}")
-        values = {k: v for k, v in data.items() if k in known}
-        if "lora_targets" in values:
-            values["lora_targets"] = tuple(values["lora_targets"])
-        if values.get("lora_layers") is not None:
-            values["lora_layers"] = tuple(values["lora_layers"])
-        return cls(**values)
 
 
 #: Where the training defaults come from. "paper": the seed paper's value-model training setup (as issue 12
@@ -127,8 +102,7 @@ class ModelConfig:
 _REF_TRAINER = "reference code mcts_search/value_model/train.py"
 
 
-@dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(_Config):
     """One training run. Sizes are in samples (paths) and optimizer steps unless said otherwise.
 
     The defaults are the paper's (``TRAIN_PROFILES["paper"]``); one optimizer step sees
@@ -137,54 +111,28 @@ class TrainConfig:
     instead (as many as fit ``pack_tokens``), so a run over trees makes fewer, larger steps.
     """
 
-    epochs: int = 3  # paper: 3 epochs (reference code: num_train_epochs=3)
-    batch_size: int = 4  # paper: batch size 4 (reference code: 1 per device x 4 accumulation: same steps)
-    grad_accumulation: int = 1  # paper: batch size 4 is one optimizer step (see batch_size)
-    learning_rate: float = 1e-4  # paper: learning rate 1e-4 (reference code: learning_rate 1e-4)
-    head_learning_rate: float | None = None  # ours: defaults to learning_rate; short runs may give the head more
-    weight_decay: float = 0.01  # paper: weight decay 0.01 (reference code: weight_decay=0.01, AdamW)
-    warmup_steps: int = 100  # paper: 100 linear warm-up steps (reference code: warmup_steps=100), then linear decay
-    max_grad_norm: float = 1.0  # paper: gradient clipping 1.0 (reference code: max_grad_norm=1.0)
-    eval_fraction: float = 0.1  # ours: held-out share of the samples (split by sample, seeded)
-    gradient_checkpointing: bool = True  # reference code: gradient_checkpointing=True
-    length_grouping: bool = True  # ours: batch paths of similar length: padding costs compute
-    checkpoint_every: int = 0  # ours: optimizer steps between resumable checkpoints (0: only at each epoch end)
+    epochs: _Positive = 3  # paper: 3 epochs (reference code: num_train_epochs=3)
+    batch_size: _Positive = 4  # paper: batch size 4 (reference code: 1 per device x 4 accumulation: same steps)
+    grad_accumulation: _Positive = 1  # paper: batch size 4 is one optimizer step (see batch_size)
+    learning_rate: float = Field(1e-4, gt=0)  # paper: learning rate 1e-4 (reference code: learning_rate 1e-4)
+    # ours: defaults to learning_rate; short runs may give the head more
+    head_learning_rate: Annotated[float, Field(gt=0)] | None = None
+    weight_decay: float = Field(0.01, ge=0)  # paper: weight decay 0.01 (reference code: weight_decay=0.01, AdamW)
+    warmup_steps: _Steps = 100  # paper: 100 linear warm-up steps (reference code: warmup_steps=100), then linear decay
+    max_grad_norm: float = Field(1.0, gt=0)  # paper: gradient clipping 1.0 (reference code: max_grad_norm=1.0)
+    eval_fraction: _Share = 0.1  # ours: held-out share of the samples (split by sample, seeded)
+    gradient_checkpointing: Flag = True  # reference code: gradient_checkpointing=True
+    length_grouping: Flag = True  # ours: batch paths of similar length: padding costs compute
+    checkpoint_every: _Steps = 0  # ours: optimizer steps between resumable checkpoints (0: only at each epoch end)
     seed: int = 0
     device: str | None = None  # "cpu", "cuda", "cuda:1", ...; None picks cuda when available
-    progress: bool = True  # tqdm bar on stderr
-    max_steps: int = 0  # stop after this many optimizer steps (0: no limit; for smoke tests)
-    packing: bool = True  # ours: train the samples of one tree as packs (value_model.packing), each shared token
+    progress: Flag = True  # tqdm bar on stderr
+    max_steps: _Steps = 0  # stop after this many optimizer steps (0: no limit; for smoke tests)
+    packing: Flag = True  # ours: train the samples of one tree as packs (value_model.packing), each shared token
     # computed once; samples without a tree (no ``sources``) or cut by the token budget go per path
-    pack_tokens: int = DEFAULT_MAX_TOKENS  # ours: token budget of one pack (the paper's 8,000-token path budget)
+    # ours: token budget of one pack (the paper's 8,000-token path budget)
+    pack_tokens: Annotated[int, Field(ge=32)] = DEFAULT_MAX_TOKENS
 
-    def __post_init__(self) -> None:
-        owner = "TrainConfig"
-        for name in ("epochs", "batch_size", "grad_accumulation"):
-            value = getattr(self, name)
-            _check(isinstance(value, int) and value > 0, owner, name, f"must be a positive int, got {value!r}")
-        _check(isinstance(self.pack_tokens, int) and self.pack_tokens >= 32, owner, "pack_tokens",
-               f"must be an int >= 32, got {self.pack_tokens!r}")
-        for name in ("checkpoint_every", "max_steps", "warmup_steps"):
-            value = getattr(self, name)
-            _check(isinstance(value, int) and value >= 0, owner, name, f"must be an int >= 0, got {value!r}")
-        _check(self.learning_rate > 0, owner, "learning_rate", f"must be > 0, got {self.learning_rate!r}")
-        _check(self.head_learning_rate is None or self.head_learning_rate > 0, owner, "head_learning_rate",
-               f"must be > 0 or None, got {self.head_learning_rate!r}")
-        _check(self.weight_decay >= 0, owner, "weight_decay", f"must be >= 0, got {self.weight_decay!r}")
-        _check(self.max_grad_norm > 0, owner, "max_grad_norm", f"must be > 0, got {self.max_grad_norm!r}")
-        _check(0.0 <= self.eval_fraction < 1.0, owner, "eval_fraction",
-               f"must be in [0, 1), got {self.eval_fraction!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"TrainConfig: unknown field(s) {unknown}")
-        return cls(**dict(data))
 
 
 #: Named training settings. ``paper`` (the default of ``jupiter value train``) is the paper's setup; ``cpu-small``
@@ -215,8 +163,4 @@ def train_profile(name: str, **overrides: Any) -> TrainConfig:
     """The ``TrainConfig`` of profile ``name`` with ``overrides`` applied (None values are ignored)."""
     if name not in TRAIN_PROFILES:
         raise ConfigError(f"TrainConfig profile: unknown {name!r}; known: {sorted(TRAIN_PROFILES)}")
-    changes = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        return dataclasses.replace(TRAIN_PROFILES[name], **changes)
-    except TypeError as exc:
-        raise ConfigError(f"TrainConfig: {exc}") from None
+    return TRAIN_PROFILES[name].replace(**{k: v for k, v in overrides.items() if v is not None})

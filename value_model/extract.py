@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jupiter.config_model import ConfigModel, Count
 from jupiter.prompts import Message, render_prompt
 from jupiter.tree_records import chain_messages
 from value_model.config import ConfigError, TemplateName
@@ -60,20 +61,16 @@ class ExtractError(ValueError):
     """A tree file is unusable; the message names the file and the problem."""
 
 
-@dataclass(frozen=True)
-class ExtractConfig:
-    max_correct: int = 4
-    max_wrong: int = 4
-    max_wrong_if_no_correct: int = 2
+class ExtractConfig(ConfigModel):
+    """How many paths of each kind are taken from one tree (``select_tags``), with which seed and template."""
+
+    config_error = ConfigError
+
+    max_correct: Count = 4
+    max_wrong: Count = 4
+    max_wrong_if_no_correct: Count = 2
     seed: int = 0
     template: TemplateName = TemplateName.GEMMA
-
-    def __post_init__(self) -> None:
-        for name in ("max_correct", "max_wrong", "max_wrong_if_no_correct"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ConfigError(f"ExtractConfig.{name}: must be an int >= 0, got {value!r}")
-        object.__setattr__(self, "template", TemplateName(self.template))
 
 
 @dataclass(frozen=True)
