@@ -5,7 +5,9 @@
     result.answer, result.vote_table, result.value_answer, result.candidates, result.tree, result.stats
 
 ``search.driver.solve_many`` runs many trees with one batched policy call per step; ``search.tree_io`` reads
-and writes tree files (ours and the paper's).
+and writes tree files (ours and the paper's). Inside: ``search.step`` is the step of one tree as pure functions
+(select, expand, evaluate, back up), ``search.executor`` its I/O (policy, cells, value model, sandboxes, the
+node -> state map), ``search.driver`` the loop over many trees.
 """
 
 from search.baselines import config_for_mode, react_config, vote_config
