@@ -440,9 +440,9 @@ class Executor:
         return estimates
 
 
-def _finite(estimate: object) -> float | None:
+def _finite(estimate: float) -> float | None:
     try:
-        number = float(estimate)  # type: ignore[arg-type]  # whatever the model returned
+        number = float(estimate)  # a model may return None, a string or a numpy scalar all the same
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
