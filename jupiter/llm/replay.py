@@ -23,10 +23,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field, field_validator, model_validator
+
+from jupiter.config_model import ConfigModel
 from jupiter.llm.base import BasePolicy
 from jupiter.llm.types import Completion, FinishReason, PolicySpecError, SamplingParams
 from jupiter.prompts import Message
@@ -34,28 +37,24 @@ from jupiter.prompts import Message
 __all__ = ["ReplayRule", "ReplayPolicy", "load_replay", "prompt_words"]
 
 
-@dataclass(frozen=True)
-class ReplayRule:
+class ReplayRule(ConfigModel):
     """Replies for histories whose last user message contains ``match`` (``""`` matches everything)."""
 
-    match: str
-    replies: tuple[str, ...]
+    match: Annotated[str, Field(strict=True)]
+    replies: Annotated[tuple[Annotated[str, Field(strict=True)], ...], Field(min_length=1)]
     logprobs: tuple[float, ...] | None = None
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.match, str):
-            raise ValueError(f"ReplayRule.match must be a str, got {self.match!r}")
-        replies = (self.replies,) if isinstance(self.replies, str) else tuple(self.replies)
-        if not replies or not all(isinstance(r, str) for r in replies):
-            raise ValueError(f"ReplayRule.replies must be a non-empty list of strings (rule {self.match!r})")
-        object.__setattr__(self, "replies", replies)
-        if self.logprobs is not None:
-            logprobs = tuple(float(x) for x in self.logprobs)
-            if len(logprobs) != len(replies):
-                raise ValueError(
-                    f"ReplayRule.logprobs has {len(logprobs)} values for {len(replies)} replies (rule {self.match!r})"
-                )
-            object.__setattr__(self, "logprobs", logprobs)
+    @field_validator("replies", mode="before")
+    @classmethod
+    def _one_reply(cls, replies: Any) -> Any:
+        return (replies,) if isinstance(replies, str) else replies
+
+    @model_validator(mode="after")
+    def _a_logprob_per_reply(self) -> ReplayRule:
+        if self.logprobs is not None and len(self.logprobs) != len(self.replies):
+            raise ValueError(f"logprobs has {len(self.logprobs)} values for {len(self.replies)} replies "
+                             f"(rule {self.match!r})")
+        return self
 
     def matches(self, text: str) -> bool:
         return self.match in text
