@@ -1,8 +1,10 @@
-"""``jupiter value extract|train|score``: build a value-model training set from trees, train, score states.
+"""``jupiter value extract|train|score|rank``: build a value-model training set from trees, train, score states,
+and measure how well a model orders the nodes of DABench trees it never saw.
 
     jupiter value extract TREES... -o train.jsonl
     jupiter value train train.jsonl --base default --out DIR
     jupiter value score DIR states.jsonl [-o scores.jsonl]
+    jupiter value rank DIR RUN... [--json]
 
 Heavy imports (torch, transformers, peft) happen inside the handlers, so ``jupiter value extract`` and
 ``--help`` stay fast. Bad input exits with code 2 and one line naming the file or field.
@@ -105,6 +107,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sc.add_argument("--batch-size", type=int, default=8)
     sc.add_argument("--device", default=None)
     sc.set_defaults(handler=run_score, interrupted_note="the rows scored so far are written (to --output when given)")
+
+    rk = inner.add_parser("rank", help="within-question AUC of a model's estimates on DABench run trees",
+                          description=_rank_doc(), formatter_class=HelpFormatter)
+    rk.add_argument("model", type=Path, help="a folder written by 'jupiter value train'")
+    rk.add_argument("runs", type=Path, nargs="+",
+                    help="'jupiter bench dabench' run folders of a tree search (their trees/ are scored)")
+    rk.add_argument("--data", type=Path, default=None, help="DABench folder (default: the shared benchmarks' copy)")
+    rk.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    rk.add_argument("--batch-size", type=int, default=8)
+    rk.add_argument("--device", default=None)
+    rk.set_defaults(handler=run_rank)
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)
 
 
@@ -233,6 +246,55 @@ def run_score(args: argparse.Namespace) -> int:
     finally:
         if args.output:
             out.close()
+    return 0
+
+
+def _rank_doc() -> str:
+    return ("Score the answer and live nodes of saved DABench trees with a value model and say how well it orders "
+            "them: AUC over all nodes and within a question (the order the search uses), and how many trees the "
+            "highest estimate decides right against the vote. Use trees grown without this model.")
+
+
+def run_rank(args: argparse.Namespace) -> int:
+    from benchmarks.dabench import load_dabench
+    from benchmarks.paths import default_data_dir
+    from benchmarks.value_rank import KINDS, kind_report, rank_trees, run_trees
+
+    try:
+        data = load_dabench(args.data if args.data is not None else default_data_dir("dabench"))
+        trees = {}
+        for run in args.runs:
+            trees.update({f"{run.name}/{tree_id}": tree for tree_id, tree in run_trees(run).items()})
+    except (OSError, ValueError) as exc:
+        return _fail(str(exc))
+    labels = {f"{run.name}/{label['id']}": label for run in args.runs for label in data.labels}
+    from value_model.model import ModelLoadError
+    from value_model.scorer import ValueScorer
+
+    try:
+        scorer = ValueScorer.load(args.model, device=args.device, batch_size=args.batch_size)
+    except (ModelLoadError, ValueError) as exc:
+        return _fail(str(exc))
+    from tqdm import tqdm
+
+    with tqdm(total=len(trees), desc="value rank", unit="tree", file=sys.stderr, disable=None) as bar:
+        def score(histories: list) -> list[float]:
+            values = scorer.evaluate(histories)
+            bar.update(1)
+            return values
+
+        nodes, picks = rank_trees(trees, labels, score)
+    reports = [kind_report(nodes, kind) for kind in KINDS]
+    if args.json:
+        print(json.dumps({"model": str(args.model), "runs": [str(r) for r in args.runs],
+                          "kinds": [vars(r) for r in reports], "decisions": picks}))
+        return 0
+    print("| nodes | scored | right | AUC | AUC within a question | pairs | questions with both |")
+    print("|---|---|---|---|---|---|---|")
+    for r in reports:
+        print(f"| {r.kind} | {r.nodes} | {r.right} | {r.auc} | {r.within_tree_auc} | {r.pairs} | {r.mixed_trees} |")
+    print(f"\n{picks['trees_answered']} trees answered, a right answer in {picks['any_right']}; the vote is right in "
+          f"{picks['vote_right']}, the highest estimate in {picks['value_right']}")
     return 0
 
 

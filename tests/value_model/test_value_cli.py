@@ -1,4 +1,4 @@
-"""``jupiter value extract|train|score`` through the real CLI entry point."""
+"""``jupiter value extract|train|score|rank`` through the real CLI entry point."""
 
 from __future__ import annotations
 
@@ -56,6 +56,21 @@ def test_train_then_score_end_to_end(tmp_path: Path, capsys, backbone: str) -> N
     rows = [json.loads(line) for line in scores.read_text().splitlines()]
     assert [r["index"] for r in rows] == [0, 1, 2, 3]
     assert all(-1 <= r["value"] <= 1 and "label" in r for r in rows)
+    # the same tree as a DABench run folder, ranked by the real model: its answers and its one live step
+    run = tmp_path / "run"
+    (run / "trees").mkdir(parents=True)
+    (run / "trees" / "t.json").write_text(tree.read_text())
+    data = tmp_path / "dabench"
+    (data / "tables").mkdir(parents=True)
+    (data / "tables" / "t.csv").write_text("x\n1\n")
+    (data / "da-dev-questions.jsonl").write_text(json.dumps(
+        {"id": "t", "question": "q", "constraints": "", "format": "@mean[value]", "file_name": "t.csv"}) + "\n")
+    (data / "da-dev-labels.jsonl").write_text(json.dumps({"id": "t", "common_answers": [["mean", "1"]]}) + "\n")
+    capsys.readouterr()
+    assert main(["value", "rank", str(model), str(run), "--data", str(data), "--json", "--device", "cpu"]) == 0
+    kinds = {k["kind"]: k for k in json.loads(capsys.readouterr().out)["kinds"]}
+    assert (kinds["answer"]["nodes"], kinds["answer"]["right"], kinds["answer"]["mixed_trees"]) == (4, 1, 1)
+    assert 0.0 <= kinds["answer"]["within_tree_auc"] <= 1.0
 
 
 def test_config_errors_name_the_flag_not_the_field(tmp_path: Path, capsys) -> None:

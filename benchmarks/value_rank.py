@@ -1,0 +1,137 @@
+"""How well a value model orders the nodes of saved DABench trees *within a question* (``jupiter value rank``).
+
+The search gains from a value model only where it orders the nodes of one tree: with c_puct 0 the tree follows
+the estimates, and the value decision takes the highest one. An AUC over all the nodes of a run mixes that with
+how hard each question is (a model that learned only "easy questions end well" scores above chance there and
+helps no tree), so this reports both, for two kinds of node:
+
+- ``answer``: the answer nodes, right or wrong against the DABench label;
+- ``live``: the nodes whose cell ran and that are neither an answer nor a failure, "right" when a right answer
+  lies below them in the tree.
+
+Score trees the model did not grow (a run made without it): in a tree grown by the model itself the search
+expands only where its estimates are high, so the right answers it finds lie under high estimates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.dabench import dabench_correct
+from search.decide import decide
+from search.tree import Node, NodeStatus, Tree
+from search.tree_io import load_tree
+
+__all__ = ["KINDS", "KindReport", "RankedNode", "auc", "kind_report", "rank_trees", "run_trees"]
+
+KINDS = ("answer", "live")
+Scorer = Callable[[list[list[dict[str, Any]]]], list[float]]
+
+
+@dataclass(frozen=True)
+class RankedNode:
+    """One node to rank: its tree, its kind, whether it is right (or leads to a right answer), its estimate."""
+
+    tree: str
+    tag: str
+    kind: str
+    right: bool
+    value: float
+
+
+@dataclass(frozen=True)
+class KindReport:
+    """How well the estimates order one kind of node: over all nodes, and over (right, wrong) pairs of one tree
+    (each tree weighted by its number of pairs)."""
+
+    kind: str
+    nodes: int
+    right: int
+    auc: float | None
+    within_tree_auc: float | None
+    pairs: int
+    mixed_trees: int  # trees holding both a right and a wrong node of this kind
+
+
+def auc(values: Sequence[float], right: Sequence[bool]) -> float | None:
+    """The probability that a right node's value beats a wrong one's (ties count half); None without both."""
+    wins = 0.0
+    pos = [v for v, r in zip(values, right) if r]
+    neg = [v for v, r in zip(values, right) if not r]
+    if not pos or not neg:
+        return None
+    for p in pos:
+        wins += sum(1.0 if p > n else 0.5 if p == n else 0.0 for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def _is_live(node: Node) -> bool:
+    return node.status in (NodeStatus.CODE_OK, NodeStatus.CODE_ERROR) and not node.is_terminal
+
+
+def _nodes_to_rank(tree: Tree, label: dict[str, Any] | None) -> list[tuple[Node, str, bool]]:
+    right_below: dict[int, bool] = {}
+
+    def leads_right(node: Node) -> bool:
+        if id(node) not in right_below:
+            right_below[id(node)] = (dabench_correct(node.final_answer, label) if node.is_answer
+                                     else any(leads_right(child) for child in node.children))
+        return right_below[id(node)]
+
+    return [(node, "answer" if node.is_answer else "live", leads_right(node))
+            for node in tree if node.is_answer or _is_live(node)]
+
+
+def rank_trees(trees: dict[str, Tree], labels: dict[str, dict[str, Any]], score: Scorer,
+               ) -> tuple[list[RankedNode], dict[str, int]]:
+    """Score the answer and live nodes of each tree (one batched call a tree) and decide each tree both ways.
+
+    Returns the ranked nodes and the decisions: trees with an answer, with a right one among them, right by the
+    vote, right by the highest estimate."""
+    ranked: list[RankedNode] = []
+    picks = {"trees_answered": 0, "any_right": 0, "vote_right": 0, "value_right": 0}
+    for tree_id, tree in trees.items():
+        label = labels.get(tree_id)
+        chosen = _nodes_to_rank(tree, label)
+        values = score([tree.messages(node) for node, _, _ in chosen]) if chosen else []
+        ranked += [RankedNode(tree_id, node.tag, kind, right, float(value))
+                   for (node, kind, right), value in zip(chosen, values)]
+        answers = [(value, node) for (node, kind, _), value in zip(chosen, values) if kind == "answer"]
+        if answers:
+            picks["trees_answered"] += 1
+            picks["any_right"] += any(dabench_correct(node.final_answer, label) for _, node in answers)
+            vote = decide([node for _, node in answers]).vote
+            picks["vote_right"] += bool(vote and dabench_correct(vote.answer, label))
+            best = max(answers, key=lambda pair: pair[0])[1]  # the earliest among equals
+            picks["value_right"] += dabench_correct(best.final_answer, label)
+    return ranked, picks
+
+
+def kind_report(nodes: Iterable[RankedNode], kind: str) -> KindReport:
+    """AUC over all nodes of ``kind`` and within trees."""
+    chosen = [n for n in nodes if n.kind == kind]
+    by_tree: dict[str, list[RankedNode]] = {}
+    for n in chosen:
+        by_tree.setdefault(n.tree, []).append(n)
+    wins = 0.0
+    pairs = mixed = 0
+    for group in by_tree.values():
+        within = auc([n.value for n in group], [n.right for n in group])
+        if within is None:
+            continue
+        size = sum(n.right for n in group) * sum(not n.right for n in group)
+        wins, pairs, mixed = wins + within * size, pairs + size, mixed + 1
+    overall = auc([n.value for n in chosen], [n.right for n in chosen])
+    return KindReport(kind, len(chosen), sum(n.right for n in chosen), None if overall is None else round(overall, 4),
+                      round(wins / pairs, 4) if pairs else None, pairs, mixed)
+
+
+def run_trees(run: Path) -> dict[str, Tree]:
+    """The trees of a ``jupiter bench dabench`` run folder, by question id."""
+    folder = run / "trees"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{run}: no trees/ folder (is it a tree-search `jupiter bench dabench` run?)")
+    return {path.stem: load_tree(path) for path in sorted(folder.glob("*.json"))}

@@ -1,0 +1,136 @@
+"""``jupiter value rank``: how well a value model orders the nodes of saved DABench trees within a question.
+
+The AUCs and decisions on hand-made trees with a scorer that reads the reply (its logic, exactly), then the
+command on a run folder: its JSON, and a clear error for a folder that is not a tree run. The slow value-model
+test (tests/value_model/test_value_cli.py) ranks with a real trained model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.value_rank import auc, kind_report, rank_trees
+from jupiter.cli import main
+from jupiter.task import Task
+from search.tree import NodeStatus, TerminalReason, Tree
+from search.tree_io import save_tree
+
+# question 1's right answer is @x[1]; question 2's is @x[5]
+LABELS = {"1": {"id": 1, "common_answers": [["x", "1"]]}, "2": {"id": 2, "common_answers": [["x", "5"]]}}
+
+
+def _cell(tree: Tree, parent, reply: str):
+    return tree.add_child(parent, thought=reply, reply=reply, code="1", status=NodeStatus.CODE_OK,
+                          finish_reason="stop")
+
+
+def _answer(tree: Tree, parent, value: str, reply: str):
+    return tree.add_child(parent, thought=reply, reply=reply, final_answer=f"@x[{value}]", status=NodeStatus.ANSWER,
+                          terminal=TerminalReason.ANSWER, finish_reason="stop")
+
+
+def _trees() -> dict[str, Tree]:
+    """Question 1: a good step leading to the right answer (twice wrong beside it, so the vote picks wrong);
+    question 2: only a wrong answer."""
+    one = Tree(Task(id="1", question="What is x?", format="@x[value]"))
+    good = _cell(one, one.root, "v=0.9")
+    bad = _cell(one, one.root, "v=0.1")
+    _answer(one, good, "1", "v=0.8")
+    _answer(one, bad, "2", "v=0.3")
+    _answer(one, bad, "2", "v=0.2")
+    two = Tree(Task(id="2", question="What is x?", format="@x[value]"))
+    _answer(two, _cell(two, two.root, "v=0.5"), "4", "v=0.7")
+    return {"1": one, "2": two}
+
+
+def _reply_score(histories: list) -> list[float]:
+    """The value a node's own reply names (its last assistant turn)."""
+    out = []
+    for messages in histories:
+        last = [m["content"] for m in messages if m["role"] == "assistant"][-1]
+        out.append(float(last.split("v=")[1].split()[0].rstrip(".,")))
+    return out
+
+
+def test_auc_counts_ties_half_and_needs_both_classes():
+    assert auc([0.9, 0.1], [True, False]) == 1.0
+    assert auc([0.5, 0.5], [True, False]) == 0.5
+    assert auc([0.2, 0.4, 0.3], [True, False, False]) == 0.0
+    assert auc([0.3, 0.4], [True, True]) is None
+
+
+def test_nodes_are_ranked_within_their_question_and_decided_both_ways():
+    nodes, picks = rank_trees(_trees(), LABELS, _reply_score)
+    answers, live = kind_report(nodes, "answer"), kind_report(nodes, "live")
+    assert (answers.nodes, answers.right, answers.mixed_trees, answers.pairs) == (4, 1, 1, 2)
+    assert answers.within_tree_auc == 1.0  # in question 1 the right answer (0.8) is above both wrong ones
+    assert answers.auc == 1.0  # question 2's wrong answer (0.7) is below it too
+    assert (live.nodes, live.right, live.within_tree_auc) == (3, 1, 1.0)
+    assert live.auc == 1.0
+    # question 1: the vote takes @x[2] (2 of 3), the highest estimate @x[1]; question 2 has no right answer
+    assert picks == {"trees_answered": 2, "any_right": 1, "vote_right": 0, "value_right": 1}
+
+
+def test_a_model_that_orders_questions_but_not_nodes_scores_chance_within(monkeypatch):
+    """The AUC over all nodes can flatter a model that only tells easy questions from hard ones."""
+    trees = _trees()
+    by_question = {id(trees["1"]): 0.9, id(trees["2"]): 0.1}
+    current: list[float] = []
+
+    def score(histories):
+        return [current[0]] * len(histories)
+
+    nodes = []
+    for tree_id, tree in trees.items():
+        current[:] = [by_question[id(tree)]]
+        nodes += rank_trees({tree_id: tree}, LABELS, score)[0]
+    live = kind_report(nodes, "live")
+    assert live.within_tree_auc == 0.5 and live.auc > 0.5
+
+
+def _bench_data(folder: Path) -> Path:
+    (folder / "tables").mkdir(parents=True)
+    (folder / "tables" / "t.csv").write_text("x\n1\n")
+    (folder / "da-dev-questions.jsonl").write_text("".join(
+        json.dumps({"id": i, "question": "What is x?", "constraints": "", "format": "@x[value]", "file_name": "t.csv",
+                    "level": "easy", "concepts": ["Summary Statistics"]}) + "\n" for i in (1, 2)))
+    (folder / "da-dev-labels.jsonl").write_text("".join(json.dumps(label) + "\n" for label in LABELS.values()))
+    return folder
+
+
+def test_the_command_ranks_a_run_folder(tmp_path: Path, monkeypatch, capsys):
+    run = tmp_path / "mcts-s0"
+    for tree_id, tree in _trees().items():
+        save_tree(tree, run / "trees" / f"{tree_id}.json")
+
+    class Scorer:
+        def evaluate(self, histories):
+            return _reply_score(histories)
+
+    monkeypatch.setattr("value_model.scorer.ValueScorer.load", lambda *args, **kwargs: Scorer())
+    data = _bench_data(tmp_path / "dabench")
+    assert main(["value", "rank", str(tmp_path), str(run), "--data", str(data), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    kinds = {k["kind"]: k for k in report["kinds"]}
+    assert kinds["answer"]["within_tree_auc"] == 1.0 and kinds["live"]["nodes"] == 3
+    assert report["decisions"]["value_right"] == 1 and report["decisions"]["vote_right"] == 0
+
+
+def test_a_folder_without_trees_is_named(tmp_path: Path, capsys):
+    data = _bench_data(tmp_path / "dabench")
+    (tmp_path / "react-s0").mkdir()
+    assert main(["value", "rank", str(tmp_path), str(tmp_path / "react-s0"), "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "react-s0" in err and "no trees/ folder" in err
+
+
+@pytest.mark.parametrize("missing", ["da-dev-labels.jsonl"])
+def test_missing_benchmark_data_is_named(tmp_path: Path, capsys, missing: str):
+    data = _bench_data(tmp_path / "dabench")
+    (data / missing).unlink()
+    (tmp_path / "run" / "trees").mkdir(parents=True)
+    assert main(["value", "rank", str(tmp_path), str(tmp_path / "run"), "--data", str(data)]) == 2
+    assert missing in capsys.readouterr().err
