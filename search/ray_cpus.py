@@ -17,7 +17,9 @@ worker's CPU is the same logical instance (id 0). So the workers of one node sha
 themselves: a worker takes core ``k`` by holding an exclusive ``flock`` on ``cpu-<k>.lock`` in a folder every
 worker of the node sees (``$JUPITER_CPU_LOCK_DIR``, default ``<tmp>/jupiter-cpus``). The kernel drops the lock
 when the worker's process ends, however it ends, so a killed worker never strands a core, and two runs (or two
-Ray clusters) on one machine never pin two workers to one core.
+Ray clusters) on one machine never pin two workers to one core. Containers that share a host's cores but not its
+``/tmp`` (pods under a CPU quota see every core) cannot see each other's locks; each starts its search at a core
+of its own (from a hash of the host name, the pod's name there), so their workers do not all pile onto core 0.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import errno
 import fcntl
 import logging
 import os
+import socket
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,11 +73,12 @@ def pin_process(cpus: float, folder: Path | None = None) -> CpuPin:
 
     ``cpus``: the Ray CPUs the worker declared. A whole number is pinned to that many cores; a fraction is
     left unpinned (several workers share a core there: which ones, only the scheduler can balance). Cores are
-    taken from this process's allowed set (a container's cpuset is respected), lowest first. With fewer free
-    cores than asked, the process is pinned to the ones it got (``reason`` says so); with none, it is left
-    unpinned and a warning is logged (the node runs more workers than it has cores). Calling it again keeps
-    the cores already held. Side effects: creates ``folder`` (default ``lock_dir()``) and a lock file per core
-    there, holds an open descriptor per claimed core until the process ends, changes every thread's affinity.
+    taken from this process's allowed set (a container's cpuset is respected), in order from a start that
+    depends on the host name (see the module's docstring). With fewer free cores than asked, the process is
+    pinned to the ones it got (``reason`` says so); with none, it is left unpinned and a warning is logged (the
+    node runs more workers than it has cores). Calling it again keeps the cores already held. Side effects:
+    creates ``folder`` (default ``lock_dir()``) and a lock file per core there, holds an open descriptor per
+    claimed core until the process ends, changes every thread's affinity.
     """
     allowed = sorted(os.sched_getaffinity(0))
     if _held:
@@ -84,7 +89,8 @@ def pin_process(cpus: float, folder: Path | None = None) -> CpuPin:
     folder = folder or lock_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        for core in allowed:
+        start = zlib.crc32(socket.gethostname().encode()) % len(allowed)
+        for core in allowed[start:] + allowed[:start]:
             if len(_held) == want:
                 break
             fd = _try_lock(folder / f"cpu-{core}.lock")
