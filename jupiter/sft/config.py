@@ -1,4 +1,4 @@
-"""Training settings of ``jupiter sft``: one frozen dataclass and the named profiles.
+"""Training settings of ``jupiter sft``: one frozen, validated model and the named profiles.
 
 Two profiles, because the two uses differ by orders of magnitude in compute:
 
@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
+
+from pydantic import Field, model_validator
+
+from jupiter.config_model import ConfigModel, Flag, Fraction, PositiveInt
 
 __all__ = ["Schedule", "Dtype", "SftConfig", "PROFILES", "DEFAULT_PROFILE", "profile", "SftConfigError"]
 
@@ -40,8 +43,7 @@ class Dtype(str, enum.Enum):
     BFLOAT16 = "bfloat16"
 
 
-@dataclass(frozen=True)
-class SftConfig:
+class SftConfig(ConfigModel):
     """Settings of one LoRA fine-tuning run.
 
     Attributes:
@@ -69,82 +71,48 @@ class SftConfig:
         seed: seed of the LoRA initialisation, dropout and data order.
     """
 
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
+    config_error = SftConfigError
+
+    lora_r: PositiveInt = 16
+    lora_alpha: PositiveInt = 32
+    lora_dropout: Fraction = 0.0
     target_modules: str = "all-linear"
-    learning_rate: float = 5e-4
+    learning_rate: float = Field(5e-4, gt=0)
     schedule: Schedule = Schedule.COSINE
-    warmup_ratio: float = 0.05
+    warmup_ratio: Fraction = 0.05
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    batch_size: int = 8
-    micro_batch_size: int = 2
-    epochs: float = 1.0
-    max_steps: int | None = None
-    max_len: int = 1024
+    batch_size: PositiveInt = 8
+    micro_batch_size: PositiveInt = 2
+    epochs: float = Field(1.0, gt=0)
+    max_steps: PositiveInt | None = None
+    max_len: int = Field(1024, strict=True, ge=16)
     dtype: Dtype = Dtype.FLOAT32
-    logits_where_loss: bool = True
-    group_by_length: bool = True
-    save_steps: int = 10
-    logging_steps: int = 1
+    logits_where_loss: Flag = True
+    group_by_length: Flag = True
+    save_steps: PositiveInt = 10
+    logging_steps: PositiveInt = 1
     seed: int = 0
 
-    def __post_init__(self) -> None:
-        positive_ints = ("lora_r", "lora_alpha", "batch_size", "micro_batch_size", "max_len", "save_steps",
-                         "logging_steps")
-        for name in positive_ints:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise SftConfigError(f"SftConfig.{name} must be an int >= 1, got {value!r}")
-        if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
-            raise SftConfigError(f"SftConfig.max_steps must be None or an int >= 1, got {self.max_steps!r}")
+    @model_validator(mode="after")
+    def _whole_micro_batches(self) -> SftConfig:
         if self.batch_size % self.micro_batch_size:
-            raise SftConfigError(f"SftConfig.batch_size ({self.batch_size}) must be a multiple of "
-                                 f"micro_batch_size ({self.micro_batch_size})")
-        if not self.learning_rate > 0:
-            raise SftConfigError(f"SftConfig.learning_rate must be > 0, got {self.learning_rate!r}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise SftConfigError(f"SftConfig.warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
-        if not 0 <= self.lora_dropout < 1:
-            raise SftConfigError(f"SftConfig.lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
-        if not self.epochs > 0:
-            raise SftConfigError(f"SftConfig.epochs must be > 0, got {self.epochs!r}")
-        if self.max_len < 16:
-            raise SftConfigError(f"SftConfig.max_len must be >= 16, got {self.max_len!r}")
-        for name, kind in (("schedule", Schedule), ("dtype", Dtype)):
-            if not isinstance(getattr(self, name), kind):
-                raise SftConfigError(f"SftConfig.{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batch_size "
+                             f"({self.micro_batch_size})")
+        return self
 
     @property
     def grad_accumulation(self) -> int:
         return self.batch_size // self.micro_batch_size
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["schedule"] = self.schedule.value
-        out["dtype"] = self.dtype.value
-        return out
+        """Every field, enums as their values (what ``training.json`` records)."""
+        return self.model_dump(mode="json")
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> SftConfig:
-        """A copy with the given fields replaced (None values are ignored); unknown names are an error."""
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise SftConfigError(f"unknown SftConfig field(s) {unknown}; known: {sorted(known)}")
-        values = {k: v for k, v in overrides.items() if v is not None}
-        if "schedule" in values and not isinstance(values["schedule"], Schedule):
-            values["schedule"] = _enum(Schedule, "schedule", values["schedule"])
-        if "dtype" in values and not isinstance(values["dtype"], Dtype):
-            values["dtype"] = _enum(Dtype, "dtype", values["dtype"])
-        return replace(self, **values)
-
-
-def _enum(kind: type[enum.Enum], name: str, value: Any) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        raise SftConfigError(f"SftConfig.{name} must be one of {[m.value for m in kind]}, got {value!r}") from None
+        """A copy with the given fields replaced (None values are ignored), validated again; an unknown name is an
+        error."""
+        return self.replace(**{k: v for k, v in overrides.items() if v is not None})
 
 
 PROFILES: dict[str, SftConfig] = {
