@@ -206,7 +206,7 @@ def test_non_loopback_host_needs_a_token(tmp_path):
     assert busy.returncode == 2 and "cannot listen" in busy.stderr
     bad_nice = subprocess.run(cmd[:-4] + ["--nice", "25", "--db", str(tmp_path / "db.sqlite")], cwd=REPO,
                               capture_output=True, text=True, timeout=60)
-    assert bad_nice.returncode == 2 and "nice: must be an integer 0..19 (got 25)" in bad_nice.stderr
+    assert bad_nice.returncode == 2 and "ServeConfig.nice: must be less than or equal to 19, got 25" in bad_nice.stderr
 
 
 def test_the_sandbox_sees_only_its_own_job(start_server, tmp_path):
