@@ -171,8 +171,3 @@ class SandboxConfig(ConfigModel):
             "fsize": None if self.max_file_size_mb is None else int(self.max_file_size_mb * _MB),
         }
 
-
-# Dataclass-era readers take a default from the class (``SandboxConfig.timeout_s`` in ``search.profiles``), which a
-# pydantic model does not allow; a plain class attribute keeps that working (an instance reads its own value) until
-# they read ``CELL_TIMEOUT_S``.
-type.__setattr__(SandboxConfig, "timeout_s", CELL_TIMEOUT_S)
