@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from pydantic import Field, field_validator, model_validator
+
 from jupiter.appendlog import replace_atomically
+from jupiter.config_model import ConfigModel, Count, PositiveInt
 from nbqa_pipeline.deps import extract_dependencies, resolve_path
 from nbqa_pipeline.github import GitHubClient, GitHubError
 from nbqa_pipeline.jsonl import append_jsonl, finished_ids, read_jsonl
@@ -35,30 +38,31 @@ __all__ = ["CrawlConfig", "CrawlReport", "crawl", "search_notebooks", "download_
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class CrawlConfig:
+class CrawlConfig(ConfigModel):
     """What to search for and how much to fetch."""
 
-    queries: tuple[str, ...] = ("read_csv extension:ipynb",)
-    min_size: int = 1000  # bytes; the size qualifier GitHub search understands
-    max_size: int = 2_000_000
-    per_page: int = 100  # GitHub's maximum for code search
-    result_cap: int = 1000  # GitHub's per-query cap; tests lower it
+    queries: tuple[str, ...] = Field(("read_csv extension:ipynb",), min_length=1)
+    min_size: Count = 1000  # bytes; the size qualifier GitHub search understands
+    max_size: Count = 2_000_000
+    per_page: int = Field(100, strict=True, ge=1, le=100)  # GitHub's maximum for code search
+    result_cap: PositiveInt = 1000  # GitHub's per-query cap; tests lower it
     max_notebooks: int | None = None
     max_data_bytes: int = 20 * 2**20
 
-    def __post_init__(self) -> None:
-        if not self.queries:
-            raise ValueError("CrawlConfig.queries is empty")
-        for query in self.queries:
+    @field_validator("queries")
+    @classmethod
+    def _no_size_qualifier(cls, queries: tuple[str, ...]) -> tuple[str, ...]:
+        for query in queries:
             if "size:" in query:
-                raise ValueError(f"CrawlConfig.queries: {query!r} has a size: qualifier (the crawler shards on size)")
-        if not 0 <= self.min_size <= self.max_size:
-            raise ValueError(f"CrawlConfig.min_size/max_size: need 0 <= {self.min_size} <= {self.max_size}")
-        if not 1 <= self.per_page <= 100:
-            raise ValueError(f"CrawlConfig.per_page must be in 1..100, got {self.per_page}")
-        if self.result_cap < 1:
-            raise ValueError(f"CrawlConfig.result_cap must be >= 1, got {self.result_cap}")
+                raise ValueError(f"{query!r} has a size: qualifier (the crawler shards on size)")
+        return queries
+
+    @model_validator(mode="after")
+    def _sizes_in_order(self) -> CrawlConfig:
+        if self.min_size > self.max_size:
+            raise ValueError(f"min_size/max_size: need {self.min_size} <= {self.max_size}")
+        return self
+
 
 
 @dataclass(frozen=True)

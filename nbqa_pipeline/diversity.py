@@ -14,24 +14,20 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from jupiter.config_model import ConfigModel, Count
 from nbqa_pipeline.filters import Reason
 
 __all__ = ["DiversityConfig", "apply_diversity", "data_group_key"]
 
 
-@dataclass(frozen=True)
-class DiversityConfig:
-    max_per_repo_complete: int = 2
-    max_per_repo_incomplete: int = 1
-    max_per_data_group: int = 2
+class DiversityConfig(ConfigModel):
+    max_per_repo_complete: Count = 2
+    max_per_repo_incomplete: Count = 1
+    max_per_data_group: Count = 2
 
-    def __post_init__(self) -> None:
-        for name in ("max_per_repo_complete", "max_per_repo_incomplete", "max_per_data_group"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"DiversityConfig.{name} must be >= 0, got {getattr(self, name)}")
+
 
 
 def data_group_key(record: Mapping[str, Any]) -> str | None:

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
+from jupiter.config_model import ConfigModel
 from jupiter.prompts import Turn, build_messages
 from jupiter.task import Task, TaskError
 from nbqa_pipeline.jsonl import read_jsonl, write_jsonl
@@ -57,16 +60,13 @@ def approx_tokens(text: str) -> int:
     return len(re.findall(r"\w+|[^\w\s]", text))
 
 
-@dataclass(frozen=True)
-class ExportConfig:
-    max_tokens: int = 8192  # per SFT sample, system included
+class ExportConfig(ConfigModel):
+    max_tokens: int = Field(8192, strict=True, ge=16)  # per SFT sample, system included
     over_length: OverLength = OverLength.DROP
     splits: tuple[str, ...] = ("complete_low_randomness", "other")  # which task splits go to NbQA
     copy_data: bool = True  # copy each notebook's data files next to nbqa.jsonl (data/<key>/<name>)
 
-    def __post_init__(self) -> None:
-        if self.max_tokens < 16:
-            raise ValueError(f"ExportConfig.max_tokens must be >= 16, got {self.max_tokens}")
+
 
 
 @dataclass(frozen=True)

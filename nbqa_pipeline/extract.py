@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import nbformat
+from pydantic import Field
 
 from jupiter.answers import ANSWER_PATTERN, extract_answers
+from jupiter.config_model import ConfigModel, PositiveInt
 from nbqa_pipeline import llm_prompts as P
 from nbqa_pipeline.jsonl import append_jsonl, finished_ids, read_jsonl
 from nbqa_pipeline.llm_client import ChatClient, LLMError
@@ -48,23 +50,17 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class ExtractConfig:
-    attempts: int = 3  # per LLM call
-    min_quality: int = 3
-    max_tasks: int = 5  # asked per notebook
-    max_label_chars: int = 150
-    max_answers: int = 5
+class ExtractConfig(ConfigModel):
+    attempts: PositiveInt = 3  # per LLM call
+    min_quality: int = Field(3, strict=True, ge=1, le=5)
+    max_tasks: PositiveInt = 5  # asked per notebook
+    max_label_chars: PositiveInt = 150
+    max_answers: PositiveInt = 5
     max_markdown_chars: int = 30_000
     max_output_chars: int = 1_500  # per cell output in the markdown (head + tail)
-    concurrency: int = 4  # notebooks in flight
+    concurrency: PositiveInt = 4  # notebooks in flight
 
-    def __post_init__(self) -> None:
-        for name in ("attempts", "max_tasks", "max_label_chars", "max_answers", "concurrency"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"ExtractConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if not 1 <= self.min_quality <= 5:
-            raise ValueError(f"ExtractConfig.min_quality must be in 1..5, got {self.min_quality}")
+
 
 
 @dataclass(frozen=True)

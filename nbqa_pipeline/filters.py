@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jupiter.config_model import ConfigModel, Count
 from jupiter.sft.data import file_sha256
 from nbqa_pipeline.blacklist import BLACKLIST, code_mentions, find_in_names, find_in_text
 from nbqa_pipeline.deps import Dependencies, ReadKind, extract_dependencies, resolve_path
@@ -68,19 +69,14 @@ class Verdict(str, enum.Enum):
     DROP = "drop"
 
 
-@dataclass(frozen=True)
-class FilterConfig:
+class FilterConfig(ConfigModel):
     """Thresholds of the coarse filters (defaults follow the NbQA paper)."""
 
-    min_code_lines: int = 40  # non-blank, non-comment lines over all code cells
-    min_rows: int = 20  # every data file read by pandas/numpy needs at least this many data rows
+    min_code_lines: Count = 40  # non-blank, non-comment lines over all code cells
+    min_rows: Count = 20  # every data file read by pandas/numpy needs at least this many data rows
     blacklist: tuple[str, ...] = BLACKLIST
 
-    def __post_init__(self) -> None:
-        if self.min_code_lines < 0:
-            raise ValueError(f"FilterConfig.min_code_lines must be >= 0, got {self.min_code_lines}")
-        if self.min_rows < 0:
-            raise ValueError(f"FilterConfig.min_rows must be >= 0, got {self.min_rows}")
+
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
+from jupiter.config_model import ConfigModel, Count, PositiveFloat, PositiveInt
 from jupiter.llm.endpoint import Answer, Endpoint, Unreachable
 
 __all__ = ["LLMConfig", "ChatReply", "ChatClient", "LLMError", "Usage"]
@@ -28,38 +31,22 @@ class LLMError(RuntimeError):
     """The endpoint could not answer (after retries, or a non-retryable status): an infrastructure failure."""
 
 
-@dataclass(frozen=True)
-class LLMConfig:
+class LLMConfig(ConfigModel):
     """Where and how to call the model. ``from_env`` reads ``NBQA_LLM_BASE_URL`` / ``NBQA_LLM_MODEL`` /
     ``NBQA_LLM_API_KEY`` (falling back to ``OPENAI_BASE_URL`` / ``OPENAI_MODEL`` / ``OPENAI_API_KEY``)."""
 
-    base_url: str
-    model: str
-    api_key: str | None = None
-    timeout: float = 120.0  # seconds per request
-    max_retries: int = 4  # retries of one request on transport errors, 429 and 5xx
-    backoff: float = 1.0  # back-off unit in seconds: retries at once, then after 2x, 4x ... (jupiter.llm.endpoint)
-    max_backoff: float = 60.0  # longest wait between retries, also for a server's Retry-After
+    base_url: str = Field(pattern=r"^https?://")
+    model: str = Field(min_length=1)
+    api_key: str | None = Field(None, repr=False)  # kept out of logs and tracebacks
+    timeout: PositiveFloat = 120.0  # seconds per request
+    max_retries: Count = 4  # retries of one request on transport errors, 429 and 5xx
+    backoff: float = Field(1.0, ge=0)  # back-off unit in seconds: retries at once, then after 2x, 4x ...
+    max_backoff: PositiveFloat = 60.0  # longest wait between retries, also for a server's Retry-After
     temperature: float = 0.0
-    max_tokens: int = 2048
+    max_tokens: PositiveInt = 2048
     json_mode: bool = False  # send response_format={"type": "json_object"} (not every server supports it)
     price_prompt_per_mtok: float = 0.0  # currency units per million prompt tokens
     price_completion_per_mtok: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"LLMConfig.base_url must be an http(s) URL, got {self.base_url!r}")
-        if not self.model:
-            raise ValueError("LLMConfig.model is empty")
-        if self.timeout <= 0:
-            raise ValueError(f"LLMConfig.timeout must be > 0, got {self.timeout}")
-        if self.max_retries < 0:
-            raise ValueError(f"LLMConfig.max_retries must be >= 0, got {self.max_retries}")
-        if self.backoff < 0 or self.max_backoff <= 0:
-            raise ValueError(f"LLMConfig.backoff must be >= 0 and max_backoff > 0, got {self.backoff}, "
-                             f"{self.max_backoff}")
-        if self.max_tokens < 1:
-            raise ValueError(f"LLMConfig.max_tokens must be >= 1, got {self.max_tokens}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> LLMConfig:

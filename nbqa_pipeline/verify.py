@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from jupiter.answers import extract_answers
+from jupiter.config_model import ConfigModel, PositiveFloat
 from nbqa_pipeline.jsonl import append_jsonl, finished_ids, read_jsonl
 
 __all__ = ["VerifyConfig", "VerifyReport", "value_in_text", "rewrite_paths", "verify_task", "run_verify"]
@@ -29,16 +30,13 @@ log = logging.getLogger(__name__)
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
-@dataclass(frozen=True)
-class VerifyConfig:
-    timeout_s: float = 120.0  # per step
+class VerifyConfig(ConfigModel):
+    timeout_s: PositiveFloat = 120.0  # per step
     rel_tol: float = 1e-3
     splits: tuple[str, ...] = ("complete_low_randomness",)  # tasks whose data is complete
     backend: str = "fork"
 
-    def __post_init__(self) -> None:
-        if self.timeout_s <= 0:
-            raise ValueError(f"VerifyConfig.timeout_s must be > 0, got {self.timeout_s}")
+
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, field_validator
+
+from jupiter.config_model import ConfigModel, PositiveFloat, PositiveInt
 from nbqa_pipeline.export import ExportConfig, ExportReport, run_export
 from nbqa_pipeline.jsonl import append_jsonl, read_jsonl
 from nbqa_pipeline.synth.exclusion import BenchmarkExclusion
@@ -40,8 +43,7 @@ __all__ = ["SynthConfig", "SynthReport", "run_synth"]
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class SynthConfig:
+class SynthConfig(ConfigModel):
     """Settings of one synthesis run.
 
     Attributes:
@@ -63,25 +65,20 @@ class SynthConfig:
         timeout_s: per cell.
     """
 
-    tasks: int = 1000
+    tasks: PositiveInt = 1000
     seed: int = 0
-    tasks_per_table: int = 4
-    mistake_share: float = 0.2
-    loose_share: float = 0.5
+    tasks_per_table: PositiveInt = 4
+    mistake_share: float = Field(0.2, ge=0, le=1)
+    loose_share: float = Field(0.5, ge=0, le=1)
     recipe: int = 1
-    timeout_s: float = 60.0
+    timeout_s: PositiveFloat = 60.0
 
-    def __post_init__(self) -> None:
-        if self.tasks < 1:
-            raise ValueError(f"SynthConfig.tasks must be >= 1, got {self.tasks}")
-        if self.tasks_per_table < 1:
-            raise ValueError(f"SynthConfig.tasks_per_table must be >= 1, got {self.tasks_per_table}")
-        if not 0 <= self.mistake_share <= 1:
-            raise ValueError(f"SynthConfig.mistake_share must be in [0, 1], got {self.mistake_share}")
-        if not 0 <= self.loose_share <= 1:
-            raise ValueError(f"SynthConfig.loose_share must be in [0, 1], got {self.loose_share}")
-        if self.recipe not in RECIPES:
-            raise ValueError(f"SynthConfig.recipe must be one of {sorted(RECIPES)}, got {self.recipe}")
+    @field_validator("recipe")
+    @classmethod
+    def _known_recipe(cls, recipe: int) -> int:
+        if recipe not in RECIPES:
+            raise ValueError(f"must be one of {sorted(RECIPES)}, got {recipe}")
+        return recipe
 
 
 @dataclass(frozen=True)
@@ -248,7 +245,7 @@ def run_synth(out_dir: Path, config: SynthConfig = SynthConfig(), sandbox_factor
     resumed = len(existing)
     export = run_export(synth_file, out_dir, root=out_dir, config=ExportConfig(copy_data=False))
     report = _report(out_dir, made - resumed, resumed, dropped, export)
-    (out_dir / "synth_report.json").write_text(json.dumps({"config": asdict(config), **asdict(report)}, indent=1)
+    (out_dir / "synth_report.json").write_text(json.dumps({"config": config.model_dump(), **asdict(report)}, indent=1)
                                                + "\n", encoding="utf-8")
     return report
 

@@ -170,4 +170,4 @@ def test_cli_rejects_bad_settings_naming_them(tmp_path):
     result = subprocess.run([sys.executable, "-m", "jupiter.cli", "nbqa", "synth", "--out", str(tmp_path / "o"),
                              "--tasks", "0"], capture_output=True, text=True)
     assert result.returncode == 2
-    assert "SynthConfig.tasks must be >= 1" in result.stderr
+    assert "SynthConfig.tasks: must be greater than or equal to 1" in result.stderr
