@@ -140,7 +140,7 @@ def _notify(on_update: Callable[[TreeUpdate], None] | None, run: TreeRun, nodes:
 def _drop_unfinished(run: TreeRun, executor: Executor) -> None:
     """After an interrupt inside a step: remove that step's nodes and hand back their states (the parents they
     leave unexpanded again, so a continued tree spends that iteration again)."""
-    executor.release(run.tree.drop_since(run.step_mark))
+    executor.release(run.tree.drop_since(run.step_mark), here=True)
 
 
 def solve_many(

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import cast
 
 from jupiter.llm.types import PolicyError, SamplingParams
 from jupiter.prompts import Message
@@ -119,8 +120,9 @@ def _charge(requests: Sequence[Request], replies: Replies, resampled: bool = Fal
 
 
 def _close(thing: object) -> None:
-    if isinstance(thing, Closable):
-        thing.close()
+    # issubclass on the type: the ABC cache makes it ~30x cheaper than isinstance on a protocol, once per state
+    if issubclass(type(thing), Closable):
+        cast(Closable, thing).close()  # what issubclass has just checked
 
 
 def _release(state: StateLike) -> None:
@@ -312,10 +314,15 @@ class Executor:
             for code in cells:
                 state.run(code)
 
-    def release(self, nodes: Iterable[Node]) -> None:
-        """Hand the states of ``nodes`` back to their sandbox (expanded or terminal: never branched again)."""
+    def release(self, nodes: Iterable[Node], *, here: bool = False) -> None:
+        """Hand the states of ``nodes`` back to their sandbox (expanded or terminal: never branched again), on the
+        cell threads, or ``here`` on this one (after an interrupt, whose cells may still hold those threads)."""
         spent = [state for state in (self._states.pop(node, None) for node in nodes) if state is not None]
-        list(self._cells.map(_release, spent))
+        if here:
+            for state in spent:
+                _release(state)
+        else:
+            list(self._cells.map(_release, spent))
 
     def finish(self, run: TreeRun) -> None:
         """A finished tree's states and sandbox: the sandbox goes back to the pool (reset for the next tree, or

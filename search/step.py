@@ -63,10 +63,9 @@ class Targets:
 def iterations_done(tree: Tree, mode: Mode) -> int:
     """The iterations ``tree`` has had: one per expanded leaf (tree modes), or one per step of its paths, which
     advance together (REACT, VOTE: the deepest expanded node's depth + 1)."""
-    expanded = [n.depth for n in tree.nodes if n.expanded]
     if mode.is_tree:
-        return len(expanded)
-    return max(expanded) + 1 if expanded else 0
+        return sum(1 for n in tree.nodes if n.expanded)
+    return max((n.depth for n in tree.nodes if n.expanded), default=-1) + 1
 
 
 def select_leaves(tree: Tree, config: SearchConfig, rng: random.Random) -> list[Expansion]:
