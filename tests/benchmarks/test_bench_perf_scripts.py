@@ -25,11 +25,15 @@ def _run(script: str, *args: str, env_shared: Path | None = None) -> dict:
 
 
 def test_sandbox_branching_prints_its_keys(shared_dir: Path) -> None:
-    result = _run("sandbox_branching.py", "--skip-replay", "-k", "1", "--rounds", "1", env_shared=shared_dir)
-    for key in ("fork_ms_d1", "fork_ms_d10", "cell_ms_d10", "uss_mb_per_state", "target_fork_le_1_2_cell_plus_20ms"):
+    result = _run("sandbox_branching.py", "--skip-replay", "-k", "1", "--rounds", "1", "--generate-s", "0.2",
+                  env_shared=shared_dir)
+    for key in ("fork_ms_d1", "fork_ms_d10", "ahead_ms_d10", "cell_ms_d10", "uss_mb_per_state",
+                "target_fork_le_1_2_cell_plus_20ms", "target_sync_fork_le_1_2_cell_plus_20ms"):
         assert key in result
-    assert result["fork_ms_d10"] > 0 and result["huge_pages"] is True
+    assert result["fork_ms_d10"] > 0 and result["ahead_ms_d10"] > 0 and result["huge_pages"] is True
     assert result["fork_stats"]["forks"] >= 3 and result["fork_stats"]["fork_fallbacks"] == 0
+    # one branch a depth asked for ahead, and taken
+    assert result["fork_stats"]["branches_ahead"] == result["fork_stats"]["branches_ahead_taken"] == 3
 
 
 def test_sandbox_start_prints_its_keys() -> None:
