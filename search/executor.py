@@ -120,9 +120,10 @@ def _charge(requests: Sequence[Request], replies: Replies, resampled: bool = Fal
 
 
 def _close(thing: object) -> None:
-    # issubclass on the type: the ABC cache makes it ~30x cheaper than isinstance on a protocol, once per state
-    if issubclass(type(thing), Closable):
-        cast(Closable, thing).close()  # what issubclass has just checked
+    # issubclass on the type first: the ABC cache makes it ~30x cheaper than isinstance on a protocol (~5 us,
+    # once per state); isinstance still finds a wrapper's close forwarded by __getattr__ (Python < 3.12)
+    if issubclass(type(thing), Closable) or isinstance(thing, Closable):
+        cast(Closable, thing).close()
 
 
 def _release(state: StateLike) -> None:

@@ -115,6 +115,9 @@ class _CapturingState:
     def restore(self, cells: Any) -> _CapturingState:
         return _CapturingState(self._inner.restore(cells), self._capture)
 
+    def close(self) -> None:  # declared, not forwarded: the search closes what has a close (search.protocols)
+        self._inner.close()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
