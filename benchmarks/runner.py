@@ -35,6 +35,7 @@ from benchmarks.records import (
     clear_failure,
     write_failure,
 )
+from jupiter.config_model import ConfigModel, Flag, PositiveFloat
 from jupiter.task import Task
 from search.checkpoints import CHECKPOINTS, DEFAULT_EVERY_S, TreeCheckpoints
 from search.loaders import sandbox_config, sandbox_factory
@@ -52,17 +53,16 @@ class RayUnavailableError(RuntimeError):
     """``--ray`` was asked for but the Ray driver is not there (or Ray is not installed)."""
 
 
-@dataclass(frozen=True)
-class RunOptions:
+class RunOptions(ConfigModel):
     """How a benchmark run executes (not what the search does: that is ``SearchConfig``)."""
 
     out_dir: Path
     seed: int = 0
-    progress: bool = True  # a tqdm bar on stderr
-    save_trees: bool = True  # trees/<id>.json for each task
-    ray: bool = False
-    checkpoints: bool = True  # checkpoints/<id>.json for each tree in flight, continued by a rerun (not with Ray)
-    checkpoint_every_s: float = DEFAULT_EVERY_S  # a tree's checkpoint is rewritten at most this often
+    progress: Flag = True  # a tqdm bar on stderr
+    save_trees: Flag = True  # trees/<id>.json for each task
+    ray: Flag = False
+    checkpoints: Flag = True  # checkpoints/<id>.json for each tree in flight, continued by a rerun (not with Ray)
+    checkpoint_every_s: PositiveFloat = DEFAULT_EVERY_S  # a tree's checkpoint is rewritten at most this often
 
 
 @dataclass

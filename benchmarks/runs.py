@@ -13,7 +13,7 @@ import enum
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -321,7 +321,7 @@ def run_dsbench(
     by_name = {s.name: s for s in data.specs}
     # no checkpoints: the submission files of a tree's earlier nodes live in this process's capture only
     return run_loop(tasks, benchmark="dsbench", policy=policy, make_sandbox=lambda: CapturingSandbox(inner(), capture),
-                    config=config, value=value, options=replace(options, checkpoints=False), solver=solver,
+                    config=config, value=value, options=options.replace(checkpoints=False), solver=solver,
                     to_record=lambda result, task: _dsbench_record(result, by_name[task.id], data, capture))
 
 

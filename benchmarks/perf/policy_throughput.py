@@ -76,7 +76,7 @@ def measure(backend: str, prompts: list[int], n: int, max_tokens: int, settings:
         for i, setting in enumerate(settings):
             params = _params(setting, n, max_tokens, temperature)
             # warm-up with the timed call's sampling (its first top-p/log-prob step costs seconds) and prompts
-            policy.generate(histories(max(prompts)), _replace(params, max_tokens=4, seed=1))
+            policy.generate(histories(max(prompts)), params.replace(max_tokens=4, seed=1))
             counts = prompts if i == 0 else prompts[:1]
             calls = [_timed_call(policy, count, params) for count in counts]
             row = {"setting": setting, **calls[0]}
@@ -103,12 +103,6 @@ def _params(setting: str, n: int, max_tokens: int, temperature: float) -> Sampli
         return SamplingParams(n=n, max_tokens=max_tokens, seed=0, stop=(), logprobs=True, temperature=0.0)
     return SamplingParams(n=n, max_tokens=max_tokens, seed=0, stop=(), logprobs=True, temperature=temperature,
                           top_p=float(setting))
-
-
-def _replace(params: SamplingParams, **changes) -> SamplingParams:
-    from dataclasses import replace
-
-    return replace(params, **changes)
 
 
 def _filter_seconds(policy) -> float | None:

@@ -32,8 +32,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field, model_validator
+
+from jupiter.config_model import ConfigModel, PositiveFloat
 from jupiter.llm.base import BasePolicy
 from jupiter.llm.types import Completion, FinishReason, PolicyError, SamplingParams
 from jupiter.prompts import OBSERVATION_PREFIX, Message, parse_reply
@@ -154,33 +157,30 @@ class Action(str, enum.Enum):
     ERROR = "error"
 
 
-@dataclass(frozen=True)
-class SimOptions:
+_Probability = Annotated[float, Field(ge=0, le=1)]
+
+
+class SimOptions(ConfigModel):
     """The policy's probabilities and reply statistics (validated; errors name the field).
 
     Defaults: one rollout ends on the correct answer about 40 % of the time, since each of a solution's 3-4
     decisions stays on it with probability ~0.75.
     """
 
-    p_switch: float = 0.2  # per step: start or continue a wrong solution
-    p_error: float = 0.15  # per step: emit an erroring cell
-    p_fix: float = 0.7  # right after an erroring cell: continue the current solution
+    p_switch: _Probability = 0.2  # per step: start or continue a wrong solution
+    p_error: _Probability = 0.15  # per step: emit an erroring cell
+    p_fix: _Probability = 0.7  # right after an erroring cell: continue the current solution
     logprob_mean: float = -0.35  # mean token log-prob of a solution's cell or answer (right or wrong alike)
     logprob_error: float = -0.55  # of an erroring cell
-    logprob_noise: float = 0.15  # Gaussian noise on each reply's mean log-prob
-    chars_per_token: float = 4.0  # num_tokens = ceil(len(text) / chars_per_token)
+    logprob_noise: float = Field(0.15, ge=0)  # Gaussian noise on each reply's mean log-prob
+    chars_per_token: PositiveFloat = 4.0  # num_tokens = ceil(len(text) / chars_per_token)
 
-    def __post_init__(self) -> None:
-        for name in ("p_switch", "p_error", "p_fix"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                raise ValueError(f"SimOptions.{name}: must be a probability in [0, 1], got {value!r}")
+    @model_validator(mode="after")
+    def _one_choice_per_step(self) -> SimOptions:
         if self.p_switch + self.p_error > 1.0:
-            raise ValueError(f"SimOptions.p_switch + p_error: must be <= 1, got {self.p_switch + self.p_error}")
-        if self.chars_per_token <= 0:
-            raise ValueError(f"SimOptions.chars_per_token: must be > 0, got {self.chars_per_token!r}")
-        if self.logprob_noise < 0:
-            raise ValueError(f"SimOptions.logprob_noise: must be >= 0, got {self.logprob_noise!r}")
+            raise ValueError(f"p_switch + p_error: must be <= 1, got {self.p_switch + self.p_error}")
+        return self
+
 
 
 @dataclass(frozen=True)
@@ -235,12 +235,15 @@ def _rng(seed: int | None, index: int, history: Sequence[Message], sample: int) 
     return random.Random(digest)
 
 
+DEFAULT_OPTIONS = SimOptions()
+
+
 class SimulatedPolicy(BasePolicy):
     """``jupiter.llm``-style policy that samples steps of reference solutions (see the module docstring)."""
 
     name = "simulated"
 
-    def __init__(self, questions: Sequence[QuestionSolutions], options: SimOptions = SimOptions()) -> None:
+    def __init__(self, questions: Sequence[QuestionSolutions], options: SimOptions = DEFAULT_OPTIONS) -> None:
         super().__init__()
         self.questions = tuple(questions)
         self.options = options
