@@ -94,10 +94,14 @@ class ExecStatusLike(Protocol):
 
 @runtime_checkable
 class ExecutionLike(Protocol):
-    """``sandbox.Execution``: the record of one cell run (``ok``: it ran to the end without an error)."""
+    """``sandbox.Execution``: the record of one cell run (``ok``: it ran to the end without an error;
+    ``dropped_chars``: output characters the sandbox did not keep, which tree files record)."""
 
     @property
     def status(self) -> ExecStatusLike: ...
+
+    @property
+    def dropped_chars(self) -> int: ...
 
     @property
     def outputs(self) -> Sequence[dict[str, Any]]: ...

@@ -70,8 +70,8 @@ def _own_turn(tree: Tree, node: Node, cache: dict[str, list[Message]]) -> tuple[
 def _node_to_dict(tree: Tree, node: Node, cache: dict[str, list[Message]], capped: CappedOutputs,
                   images: dict[str, str]) -> dict[str, Any]:
     base, turn = _own_turn(tree, node, cache)
-    dropped = node.outputs_dropped_chars + int(getattr(node.execution, "dropped_chars", 0) or 0) \
-        + capped.dropped_chars
+    ran = node.execution.dropped_chars if node.execution is not None else 0
+    dropped = node.outputs_dropped_chars + ran + capped.dropped_chars
     record: dict[str, Any] = {
         # the paper's fields (without ``messages``: see ``turn``)
         "tag": node.tag,

@@ -37,6 +37,7 @@ class _Ran:
     status: ExecStatus = ExecStatus.OK
     outputs: tuple = ()
     ok: bool = True
+    dropped_chars: int = 0
 
     def observation(self, max_chars: int | None = None) -> str:
         return ""

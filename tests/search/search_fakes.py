@@ -30,9 +30,14 @@ class FakeExecution:
     status: FakeStatus
     text: str
     outputs: list = field(default_factory=list)
+    dropped_chars: int = 0
 
-    def observation(self) -> str:
-        return self.text
+    @property
+    def ok(self) -> bool:
+        return self.status is FakeStatus.OK
+
+    def observation(self, max_chars: int | None = None) -> str:
+        return self.text if max_chars is None else self.text[:max_chars]
 
 
 class FakeState:
