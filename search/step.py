@@ -1,10 +1,10 @@
 """One step of the search over one tree, as pure functions over the tree and small typed records.
 
-    expansions = select_leaves(tree, config, rng)           # select: which leaves, how many replies each
-    children = expand(tree, expansion, replies, config)      # expand: one child per kept reply, its reply's outcome
-    settle_cell(child, outcome, config)                      #   ... and its cell's (the executor ran it)
-    targets = evaluate(tree, children, config, ...)          # evaluate: fixed values, or the value model's
-    back_up(targets, estimates, config)                      # back up: visits and values to the root
+    expansions = select_leaves(tree, config, rng)        # select: which leaves, how many replies each
+    children = expand(tree, leaf, replies, config)        # expand: one child per kept reply, its reply's outcome
+    settle_cell(child, outcome, config)                   #   ... and its cell's (the executor ran it)
+    targets = evaluate(tree, children, config, ...)       # evaluate: fixed values, or the value model's
+    back_up(targets, estimates, config)                   # back up: visits and values to the root
 
 No processes, threads, files or clocks here: the executor (``search.executor``) turns a step's expansions into
 batched policy calls, runs the children's cells on sandbox states (``needs_state``) and asks the value model,
