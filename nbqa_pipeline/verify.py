@@ -31,7 +31,7 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
 class VerifyConfig(ConfigModel):
-    timeout_s: PositiveFloat = 120.0  # per step
+    timeout_s: PositiveFloat = 120.0  # per step: the cell timeout of the sandbox run_verify builds
     rel_tol: float = 1e-3
     splits: tuple[str, ...] = ("complete_low_randomness",)  # tasks whose data is complete
     backend: str = "fork"
@@ -93,7 +93,7 @@ def verify_task(sandbox: Any, task: Mapping[str, Any], data_files: Sequence[Path
     texts, statuses = [], []
     try:
         for step in task.get("steps") or ():
-            execution = state.run(rewrite_paths(step["python_code"], names), timeout=config.timeout_s)
+            execution = state.run(rewrite_paths(step["python_code"], names))
             statuses.append(execution.status.value)
             texts.append(execution.observation(max_chars=200_000))
             if execution.status.is_infrastructure:
@@ -132,7 +132,7 @@ def run_verify(extract_file: Path, root: Path, out_dir: Path, config: VerifyConf
     if sandbox_factory is None:
         from sandbox import Sandbox, SandboxConfig
 
-        sandbox_factory = lambda: Sandbox(SandboxConfig(backend=config.backend))  # noqa: E731
+        sandbox_factory = lambda: Sandbox(SandboxConfig(backend=config.backend, timeout_s=config.timeout_s))  # noqa: E731
     outcomes: Counter[str] = Counter()
     if todo:
         with sandbox_factory() as sandbox:

@@ -165,15 +165,16 @@ def _valid(value: str) -> bool:
 
 
 def run_draft(sandbox: Any, draft: Draft, data_file: Path, steps: tuple[Step, ...], mistake: Mistake,
-              timeout_s: float = 60.0, mark_mistakes: bool = False) -> SolvedTask | DropReason:
-    """Run ``steps`` (the draft's, perhaps with a mistake) on ``data_file``; the solved task or why it was
-    dropped. ``mark_mistakes``: the mistaken step's record gets ``"mistake": true`` (recipe 2)."""
+              mark_mistakes: bool = False) -> SolvedTask | DropReason:
+    """Run ``steps`` (the draft's, perhaps with a mistake) on ``data_file``, each within ``sandbox``'s cell
+    timeout; the solved task or why it was dropped. ``mark_mistakes``: the mistaken step's record gets
+    ``"mistake": true`` (recipe 2)."""
     failing = _failing_steps(steps) if mistake is not Mistake.NONE else set()
     state = sandbox.open_root(input_files=[data_file])
     records: list[dict[str, str]] = []
     try:
         for index, step in enumerate(steps):
-            execution = state.run(step.code, timeout=timeout_s)
+            execution = state.run(step.code)
             if execution.status.is_infrastructure:
                 return DropReason.INFRASTRUCTURE
             if (index in failing) == execution.ok:  # a mistake that did not fail, or a step that did
@@ -192,7 +193,7 @@ def run_draft(sandbox: Any, draft: Draft, data_file: Path, steps: tuple[Step, ..
     label = " ".join(f"@{name}[{answers[name]}]" for name in draft.answers)
     check = verify_task(sandbox, {"task_id": "synth-check", "label": label,
                                   "steps": [r for i, r in enumerate(records) if i not in failing]},
-                        [data_file], VerifyConfig(timeout_s=timeout_s))
+                        [data_file], VerifyConfig())
     if check.get("status") == "infra_error":
         return DropReason.INFRASTRUCTURE
     if not check.get("reproduced"):

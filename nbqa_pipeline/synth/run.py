@@ -62,7 +62,8 @@ class SynthConfig(ConfigModel):
             ``yearsmarried``), as DABench names columns by meaning (``nbqa_pipeline.synth.descriptions``).
             4: recipe 3 with answer formats written as DABench writes them: other placeholders, category words
             and rounding said in one place or none (``nbqa_pipeline.synth.formats``).
-        timeout_s: per cell.
+        timeout_s: per cell: the timeout of the sandbox ``run_synth`` builds (a given ``sandbox_factory``'s sandbox
+            keeps its own).
     """
 
     tasks: PositiveInt = 1000
@@ -232,8 +233,7 @@ def run_synth(out_dir: Path, config: SynthConfig = SynthConfig(), sandbox_factor
                 mistake = Mistake.NONE
                 if rng.random() < config.mistake_share:
                     steps, mistake = with_mistake(replace(draft, steps=steps), rng, config.recipe)
-                outcome = run_draft(sandbox, draft, data_path, steps, mistake, config.timeout_s,
-                                    mark_mistakes=config.recipe >= 2)
+                outcome = run_draft(sandbox, draft, data_path, steps, mistake, mark_mistakes=config.recipe >= 2)
                 if isinstance(outcome, DropReason):
                     dropped[outcome.value] += 1
                     log.info("%s %s: dropped (%s)", info.source.key, name, outcome.value)
