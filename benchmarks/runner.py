@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from benchmarks.records import (
     FAILURE_FILE,
     FailureSource,
@@ -35,7 +37,7 @@ from benchmarks.records import (
     clear_failure,
     write_failure,
 )
-from jupiter.config_model import ConfigModel, Flag, PositiveFloat
+from jupiter.config_model import ConfigModel, Flag
 from jupiter.task import Task
 from search.checkpoints import CHECKPOINTS, DEFAULT_EVERY_S, TreeCheckpoints
 from search.loaders import sandbox_config, sandbox_factory
@@ -62,7 +64,7 @@ class RunOptions(ConfigModel):
     save_trees: Flag = True  # trees/<id>.json for each task
     ray: Flag = False
     checkpoints: Flag = True  # checkpoints/<id>.json for each tree in flight, continued by a rerun (not with Ray)
-    checkpoint_every_s: PositiveFloat = DEFAULT_EVERY_S  # a tree's checkpoint is rewritten at most this often
+    checkpoint_every_s: float = Field(DEFAULT_EVERY_S, ge=0)  # a tree's checkpoint is rewritten at most this often
 
 
 @dataclass
