@@ -1,7 +1,8 @@
 """The policy vocabulary: sampling settings, completions, usage counters, the protocol and its errors.
 
-No logic and no third-party imports live here, so that the search (and anything else that only *talks* to
-a policy) can import these types without pulling in requests, torch or vLLM.
+No logic and no backend imports live here (pydantic alone, for the validated ``SamplingParams``), so that the
+search (and anything else that only *talks* to a policy) can import these types without pulling in requests,
+torch or vLLM.
 """
 
 from __future__ import annotations
