@@ -57,15 +57,13 @@ class KindReport:
 
 
 def auc(values: Sequence[float], right: Sequence[bool]) -> float | None:
-    """The probability that a right node's value beats a wrong one's (ties count half); None without both."""
-    wins = 0.0
-    pos = [v for v, r in zip(values, right) if r]
-    neg = [v for v, r in zip(values, right) if not r]
-    if not pos or not neg:
+    """The probability that a right node's value beats a wrong one's (ties count half: scikit-learn's ROC AUC);
+    None without both kinds."""
+    if len(set(right)) < 2:
         return None
-    for p in pos:
-        wins += sum(1.0 if p > n else 0.5 if p == n else 0.0 for n in neg)
-    return wins / (len(pos) * len(neg))
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score([bool(r) for r in right], list(values)))
 
 
 def _is_live(node: Node) -> bool:
