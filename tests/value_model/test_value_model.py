@@ -302,14 +302,17 @@ def test_the_trainer_applies_steps_warmup_decay_clipping_and_weight_decay(backbo
     step clips at ``max_grad_norm``; AdamW decays the matrices."""
     from value_model.train import lr_factor, train_value_model, training_schedule
 
-    clips: list[float] = []
-    real_clip = torch.nn.utils.clip_grad_norm_
+    from transformers import TrainerCallback
 
-    def spy(parameters, max_norm, *args, **kwargs):
-        clips.append(max_norm)
-        return real_clip(parameters, max_norm, *args, **kwargs)
+    clipped: dict[int, float] = {}  # step -> the gradient norm the optimizer sees, after Trainer's clipping
 
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    def after_clipping(self, args, state, control, model=None, **kwargs):
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        clipped[state.global_step] = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g)
+                                                                                 for g in grads])))
+
+    # every callback of the run inherits the hook; Trainer calls it between clipping and the optimizer step
+    monkeypatch.setattr(TrainerCallback, "on_pre_optimizer_step", after_clipping)
     config = _train_config(epochs=3, batch_size=1, grad_accumulation=2, warmup_steps=2, max_grad_norm=0.5,
                            gradient_checkpointing=False, weight_decay=0.01)
     out = tmp_path / "run"
@@ -322,7 +325,10 @@ def test_the_trainer_applies_steps_warmup_decay_clipping_and_weight_decay(backbo
     expected = [1e-3 * lr_factor(s, 2, 6) for s in range(6)]
     assert result.learning_rates == pytest.approx(expected)
     assert result.learning_rates == pytest.approx([0.0, 5e-4, 1e-3, 7.5e-4, 5e-4, 2.5e-4])
-    assert clips == [0.5] * 6 and len(result.grad_norms) == 6
+    assert len(result.grad_norms) == 6 and sorted(clipped) == list(range(6))
+    for before, after in zip(result.grad_norms, [clipped[s] for s in range(6)], strict=True):
+        assert after == pytest.approx(min(before, 0.5), rel=1e-4)  # clipped to max_grad_norm, never above
+    assert max(result.grad_norms) > 0.5  # so the clipping above was exercised
     checkpoint = out / "checkpoints" / "checkpoint-6"  # Trainer's checkpoint files
     optimizer = torch.load(checkpoint / "optimizer.pt", weights_only=False)
     decays = sorted(g["weight_decay"] for g in optimizer["param_groups"])
