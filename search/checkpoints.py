@@ -53,7 +53,8 @@ _VERSION = 1
 DEFAULT_EVERY_S = 30.0
 
 #: settings that may differ between the run that saved a tree and the run that continues it
-RESUMABLE_CHANGES = frozenset({"iterations", "max_trees_in_flight", "max_concurrent_cells", "fit_trees_to_memory"})
+RESUMABLE_CHANGES = frozenset({"iterations", "max_trees_in_flight", "max_concurrent_cells", "fit_trees_to_memory",
+                                "branch_ahead"})
 
 
 @dataclass(frozen=True)

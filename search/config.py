@@ -177,6 +177,11 @@ class SearchConfig(BaseModel):
             its peak of live states (``sandbox.MemoryBudget.sandboxes_that_fit``), so the budget does not
             evict states the trees still need (each eviction comes back as a replay); ``max_trees_in_flight``
             stays the upper bound. False: always ``max_trees_in_flight`` trees, whatever memory they need.
+        branch_ahead: ask a node's state for its next branches (``sandbox.State.prefetch``) before the policy
+            call that writes the node's children's cells, so the forks run while the model generates and the
+            cells start as soon as the replies are in. It changes when states are made, never which: same
+            tree, same replies. False: each child's state forks after the replies (the memory of the
+            children that end up answers, not cells, is not spent).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -207,6 +212,7 @@ class SearchConfig(BaseModel):
     leaves_per_step: PositiveCount
     max_trees_in_flight: PositiveCount
     fit_trees_to_memory: Flag
+    branch_ahead: Flag
 
     def __init__(self, **values: Any) -> None:
         try:

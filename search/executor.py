@@ -33,6 +33,7 @@ from search.protocols import (
     MemoryBudgetLike,
     Named,
     PolicyLike,
+    PrefetchingState,
     RestorableState,
     ReusableSandbox,
     SandboxLike,
@@ -361,6 +362,8 @@ class Executor:
         seconds = [0.0] * len(requests)
         for n, indices in groups.items():
             group = [requests[i] for i in indices]
+            if self.config.branch_ahead:
+                self._branch_ahead(group)
             histories = [r.run.tree.messages(r.node) for r in group]
             params = make_sampling_params(self.config, n=n, seed=self._call_rng.randrange(2**31))
             started = time.perf_counter()
@@ -373,6 +376,18 @@ class Executor:
             for i, completions in zip(indices, outputs):
                 replies[i], seconds[i] = completions, took
         return replies, seconds, len(groups)
+
+    def _branch_ahead(self, group: list[Request]) -> None:
+        """Ask each request's node state to fork its ``n`` children's states while the policy writes their cells
+        (``SearchConfig.branch_ahead``). Best effort: a state that cannot prefetch is branched when its
+        children need it, as without the option."""
+        for request in group:
+            state = self._states.get(request.node)
+            if isinstance(state, PrefetchingState):
+                try:
+                    state.prefetch(request.n)
+                except Exception:  # infrastructure boundary: run_cells branches (and reports) as usual
+                    log.debug("node %s: branching ahead failed", request.node.tag, exc_info=True)
 
     def _resample_repeats(self, group: list[Request], histories: list[list[Message]], outputs: Replies) -> None:
         """Replace in ``outputs`` every reply that repeats its parent's failed cell by a new sample (one batched

@@ -62,6 +62,8 @@ _EVERY_MODE: dict[str, Setting] = {
     "max_trees_in_flight": Setting(16, OURS, "trees the batched driver advances together, at most"),
     "fit_trees_to_memory": Setting(True, OURS, "fewer trees at once when the sandboxes' memory budget holds "
                                                "fewer at their peak (evicted states come back by replay)"),
+    "branch_ahead": Setting(True, OURS, "a node's K states fork while the policy writes its K cells "
+                                        "(sandbox State.prefetch): execution only, the tree is the same"),
 }
 
 _TREE_COMMON: dict[str, Setting] = {

@@ -31,6 +31,7 @@ __all__ = [
     "Closable",
     "ReusableSandbox",
     "RestorableState",
+    "PrefetchingState",
     "MemoryBudgetLike",
     "BudgetedSandbox",
     "Value",
@@ -134,6 +135,14 @@ class RestorableState(Protocol):
     used (``sandbox.State.restore``): how a continued tree gets its leaves' states back cheaply."""
 
     def restore(self, cells: Sequence[str]) -> StateLike: ...
+
+
+@runtime_checkable
+class PrefetchingState(Protocol):
+    """A state that can fork its next branches in the background (``sandbox.State.prefetch``): the executor asks
+    for a node's K branches before the policy call that writes their cells, so the forks overlap generation."""
+
+    def prefetch(self, n: int) -> None: ...
 
 
 @runtime_checkable
