@@ -127,6 +127,17 @@ def summarize_dabench(records: Sequence[TaskRecord], data: DabenchData) -> dict[
     }
 
 
+def _model_time(records: Sequence[TaskRecord]) -> dict[str, Any]:
+    """The policy's and the value model's wall time (the trees' shares of their calls, summed), and each per new
+    node: the value model's share of a node against the policy's (the scoring-cost target: at most half)."""
+    nodes = sum(max(r.nodes - 1, 0) for r in records) or 1  # every node but the roots came from a reply
+    model = sum(float(r.stats.get("model_seconds") or 0.0) for r in records)
+    value = sum(float(r.stats.get("value_seconds") or 0.0) for r in records)
+    return {"model_seconds_total": round(model, 3), "value_seconds_total": round(value, 3),
+            "model_seconds_per_node": round(model / nodes, 4), "value_seconds_per_node": round(value / nodes, 4),
+            "value_to_model_time": round(value / model, 4) if model else None}
+
+
 def cost_summary(records: Sequence[TaskRecord]) -> dict[str, Any]:
     """Totals and means of candidates, iterations, nodes, model calls, tokens and time."""
     n = len(records) or 1
@@ -138,6 +149,7 @@ def cost_summary(records: Sequence[TaskRecord]) -> dict[str, Any]:
         "model_calls_total": sum(r.model_calls for r in records),
         "completion_tokens_total": tokens,
         "kernel_seconds_total": round(sum(float(r.stats.get("kernel_seconds") or 0.0) for r in records), 3),
+        **_model_time(records),
         "seconds_total": round(sum(r.seconds for r in records), 3),
         "errors": sum(1 for r in records if r.error),
     }

@@ -375,6 +375,7 @@ class Executor:
             took = time.perf_counter() - started
             for i, completions in zip(indices, outputs):
                 replies[i], seconds[i] = completions, took
+                requests[i].run.costs.model_seconds += took / len(group)
         return replies, seconds, len(groups)
 
     def _branch_ahead(self, group: list[Request]) -> None:
@@ -448,13 +449,17 @@ class Executor:
             return []
         if self.value is None:
             raise RuntimeError("no value model to ask")
+        started = time.perf_counter()
         raw = list(self.value.evaluate([run.tree.messages(node) for run, node in asks]))
+        share = (time.perf_counter() - started) / len(asks)
         if len(raw) != len(asks):
             raise RuntimeError(f"value model returned {len(raw)} values for {len(asks)} histories")
         for run in {id(r): r for r, _ in asks}.values():
             run.costs.value_calls += 1
         estimates: list[float | None] = []
         for (run, node), estimate in zip(asks, raw):
+            run.costs.value_seconds += share
+            node.timings["value_s"] = round(share, 6)  # this node's share of the call
             number = _finite(estimate)
             if number is None:
                 run.costs.invalid_values += 1

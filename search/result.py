@@ -24,6 +24,8 @@ class SearchStats:
     requests it took — ``jupiter.llm.PolicyStats``' definition, so the trees of one solve add up to the
     policy's figure — and is None when the backend does not report it; ``kernel_seconds`` sums the wall time of
     this tree's cells; ``model_failures`` excludes infrastructure failures, which are counted apart.
+    ``model_seconds`` and ``value_seconds`` are this tree's share of the policy and value-model calls' wall time
+    (a call's time split evenly over the histories it was sent), so the trees of one run add up to the calls'.
     """
 
     iterations: int = 0
@@ -33,6 +35,8 @@ class SearchStats:
     prompt_tokens: int | None = None
     completion_tokens: int = 0
     value_calls: int = 0
+    model_seconds: float = 0.0
+    value_seconds: float = 0.0
     kernel_seconds: float = 0.0
     wall_seconds: float = 0.0
     duplicates_dropped: int = 0
@@ -46,7 +50,8 @@ class SearchStats:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["kernel_seconds"] = round(self.kernel_seconds, 4)
+        for name in ("model_seconds", "value_seconds", "kernel_seconds"):
+            out[name] = round(getattr(self, name), 4)
         out["wall_seconds"] = round(self.wall_seconds, 4)
         return out
 
@@ -62,6 +67,8 @@ class Costs:
     prompt_tokens: int | None = None
     completion_tokens: int = 0
     value_calls: int = 0
+    model_seconds: float = 0.0  # this tree's share of the policy calls' wall time
+    value_seconds: float = 0.0  # and of the value model's
     repeats_resampled: int = 0
     invalid_values: int = 0
     resumes: int = 0

@@ -43,6 +43,18 @@ def test_dabench_summary_hand_computed(bench_shared):
     assert not dabench_correct("@mean_fare[34.66]", data.label_for("0"))
 
 
+def test_the_summary_compares_value_time_per_node_with_the_policys(bench_shared):
+    data = load_dabench(bench_shared / "dabench", ids=["0", "5"])
+    records = [TaskRecord("0", "dabench", None, nodes=11, stats={"model_seconds": 6.0, "value_seconds": 1.0}),
+               TaskRecord("5", "dabench", None, nodes=21, stats={"model_seconds": 12.0, "value_seconds": 2.0})]
+    summary = summarize_dabench(records, data)
+    assert summary["model_seconds_total"] == 18.0 and summary["value_seconds_total"] == 3.0
+    assert summary["model_seconds_per_node"] == 0.6 and summary["value_seconds_per_node"] == 0.1  # 30 new nodes
+    assert summary["value_to_model_time"] == pytest.approx(1 / 6, abs=1e-4)
+    without = summarize_dabench([TaskRecord("0", "dabench", None, nodes=3)], data)
+    assert without["value_seconds_total"] == 0.0 and without["value_to_model_time"] is None
+
+
 def test_dabench_loader_errors(tmp_path, bench_shared):
     with pytest.raises(TaskError, match="not found"):
         load_dabench(tmp_path)

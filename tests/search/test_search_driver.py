@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from search_fakes import ConstantValue, FakePolicy, FakeSandbox, answer, code
 
 from jupiter.task import Task
@@ -210,6 +211,35 @@ def test_value_model_is_batched_and_decides_in_infer_mode():
     assert result.stats.value_calls >= 1
     chosen = run_search(TASK, FakePolicy(script()), FakeSandbox(), config.replace(decision="value"), value=value)
     assert chosen.decided_by == "value" and chosen.answer == chosen.value_answer
+
+
+def test_the_trees_shares_of_policy_and_value_time_add_up_to_the_calls() -> None:
+    """Each tree is charged its share of every batched call's wall time (split over the histories sent), and each
+    scored node records its share of the value call: the scoring-cost target compares the two per node."""
+    import time as clock
+
+    class SlowPolicy(FakePolicy):
+        def generate(self, histories, params):
+            clock.sleep(0.02)
+            return super().generate(histories, params)
+
+    class SlowValue(ConstantValue):
+        def evaluate(self, histories):
+            clock.sleep(0.03)
+            return super().evaluate(histories)
+
+    value = SlowValue(0.5)
+    config = SearchConfig(mode=Mode.INFER, iterations=3, expansions=3, c_puct=0.0)
+    tasks = [TASK.replace(id=f"t{i}") for i in range(3)]
+    results = list(solve_many(tasks, SlowPolicy(script()), FakeSandbox, config, value=value))
+    steps = max(r.stats.model_calls for r in results)
+    model = sum(r.stats.model_seconds for r in results)
+    assert 0.02 * steps <= model < 0.02 * steps + 0.5  # one call per step serves all three trees
+    scored = [n for r in results for n in r.tree.nodes if "value_s" in n.timings]
+    assert scored and sum(r.stats.value_seconds for r in results) >= 0.03 * value.calls
+    assert sum(n.timings["value_s"] for n in scored) == pytest.approx(sum(r.stats.value_seconds for r in results),
+                                                                      abs=1e-4)
+    assert all(r.stats.to_dict()["value_seconds"] > 0 for r in results)
 
 
 def test_no_value_answer_without_a_value_model():
