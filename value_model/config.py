@@ -14,6 +14,7 @@ from pydantic import Field
 from typing_extensions import Self
 
 from jupiter.config_model import ConfigModel, Flag
+from jupiter.sft.config import Dtype
 
 __all__ = [
     "ConfigError",
@@ -132,6 +133,9 @@ class TrainConfig(_Config):
     # computed once; samples without a tree (no ``sources``) or cut by the token budget go per path
     # ours: token budget of one pack (the paper's 8,000-token path budget)
     pack_tokens: Annotated[int, Field(ge=32)] = DEFAULT_MAX_TOKENS
+    # ours: "bfloat16" = the backbone's weights in bf16 and Trainer's bf16 autocast (the head stays fp32);
+    # None: bf16 on a GPU (the paper trains there), fp32 on a CPU. jupiter.sft.config.Dtype, as jupiter sft.
+    dtype: Dtype | None = None
 
 
 

@@ -47,6 +47,7 @@ from value_model.trainer import (
     load_trainable,
     log_epoch,
     training_arguments,
+    training_dtype,
 )
 
 __all__ = ["EpochMetrics", "EpochStats", "TrainResult", "TrainingInterrupted", "Schedule", "training_schedule",
@@ -215,7 +216,7 @@ def _train(samples: Sequence[Sample], model_config: ModelConfig, config: TrainCo
              schedule.steps_per_epoch, schedule.warmup_steps)
 
     if model is None:
-        model = ValueModel.create(model_config, device=device)
+        model = ValueModel.create(model_config, device=device, dtype=training_dtype(config, device))
     checkpoint = latest_checkpoint(output_dir) if resume else None
     run_log = RunLog.from_checkpoint(checkpoint) if checkpoint is not None else RunLog()
     resumed_from = _checkpoint_step(checkpoint) if checkpoint is not None else None

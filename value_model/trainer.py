@@ -32,10 +32,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from jupiter.sft.config import Dtype
 from jupiter.sft.stopping import StopFlag, stop_callback
 from value_model.config import TrainConfig
 from value_model.metrics import mse, spearman
-from value_model.model import ADAPTER_DIR, HEAD_FILE, ValueModel
+from value_model.model import ADAPTER_DIR, HEAD_FILE, ValueModel, pick_dtype
 
 __all__ = ["EpochMetrics", "EpochStats", "RunLog", "TrainingModule", "StopFlag", "HISTORY_FILE",
            "training_arguments", "build_trainer"]
@@ -135,6 +136,13 @@ class TrainingModule(nn.Module):
         self.value.lm.enable_input_require_grads()
 
 
+def training_dtype(config: TrainConfig, device: torch.device) -> torch.dtype:
+    """The backbone's precision for this run: ``config.dtype``, or bf16 on a GPU and fp32 on a CPU."""
+    if config.dtype is None:
+        return pick_dtype(device)
+    return torch.bfloat16 if config.dtype is Dtype.BFLOAT16 else torch.float32
+
+
 def training_arguments(config: TrainConfig, checkpoints: Path, device: torch.device, total_steps: int,
                        evaluate: bool, eval_on_start: bool) -> Any:
     """``TrainConfig`` as ``TrainingArguments`` (one item of ``value_model.batches`` per device batch)."""
@@ -166,7 +174,7 @@ def training_arguments(config: TrainConfig, checkpoints: Path, device: torch.dev
         data_seed=config.seed,
         train_sampling_strategy="sequential",  # TrainingBatches orders each epoch itself
         use_cpu=device.type == "cpu",
-        bf16=device.type == "cuda",
+        bf16=training_dtype(config, device) == torch.bfloat16,
         dataloader_num_workers=0,
         dataloader_pin_memory=device.type == "cuda",
         remove_unused_columns=False,

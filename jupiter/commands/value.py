@@ -95,6 +95,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     help=per_profile("token budget of one tree pack", "pack_tokens"))
     tr.add_argument("--no-resume", action="store_true", help="start over even if checkpoints exist")
     tr.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
+    tr.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
+                    help="backbone precision (default: bfloat16 on a GPU, float32 on a CPU)")
     tr.add_argument("--seed", type=int, default=None)
     tr.set_defaults(handler=run_train, interrupted_note="rerun the same command to resume from the last checkpoint")
 
@@ -160,7 +162,7 @@ def _train_config(args: argparse.Namespace):
         warmup_steps=args.warmup_steps, max_grad_norm=args.max_grad_norm, eval_fraction=args.eval_fraction,
         gradient_checkpointing=False if args.no_gradient_checkpointing else None,
         checkpoint_every=args.checkpoint_every, max_steps=args.max_steps, seed=args.seed, device=args.device,
-        packing=False if args.no_packing else None, pack_tokens=args.pack_tokens)
+        packing=False if args.no_packing else None, pack_tokens=args.pack_tokens, dtype=args.dtype)
 
 
 def _print_config(args: argparse.Namespace, train_config) -> int:

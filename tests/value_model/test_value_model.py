@@ -7,6 +7,7 @@ learning test on realistic paths is ``test_learning.py`` (slow).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -300,9 +301,9 @@ def test_the_trainer_applies_steps_warmup_decay_clipping_and_weight_decay(backbo
     """Optimizer steps = epochs x ceil(batches / accumulation); the LR warms up linearly from 0 over
     ``warmup_steps`` (Trainer's ``linear`` schedule, as the reference code's Trainer) and decays linearly; every
     step clips at ``max_grad_norm``; AdamW decays the matrices."""
-    from value_model.train import lr_factor, train_value_model, training_schedule
-
     from transformers import TrainerCallback
+
+    from value_model.train import lr_factor, train_value_model, training_schedule
 
     clipped: dict[int, float] = {}  # step -> the gradient norm the optimizer sees, after Trainer's clipping
 
@@ -334,6 +335,38 @@ def test_the_trainer_applies_steps_warmup_decay_clipping_and_weight_decay(backbo
     decays = sorted(g["weight_decay"] for g in optimizer["param_groups"])
     assert decays[-1] == 0.01 and decays[0] == 0.0  # matrices decayed (LoRA and head), biases not
     assert torch.load(checkpoint / "scheduler.pt", weights_only=False)["last_epoch"] == 6
+
+
+def test_training_in_bfloat16_on_a_cpu_keeps_the_head_in_full_precision(backbone: str, tmp_path: Path,
+                                                                       monkeypatch) -> None:
+    """``TrainConfig.dtype="bfloat16"``: the backbone's weights in bf16 and Trainer's bf16 autocast, also on a CPU
+    (the default there stays fp32); the head and its pooling stay fp32, and the saved model scores."""
+    from value_model.model import ValueModel
+    from value_model.train import train_value_model
+    from value_model.trainer import training_arguments, training_dtype
+
+    cpu = torch.device("cpu")
+    assert training_dtype(_train_config(), cpu) == torch.float32
+    assert not training_arguments(_train_config(), tmp_path, cpu, 2, False, False).bf16
+    assert training_arguments(_train_config(dtype="bfloat16"), tmp_path, cpu, 2, False, False).bf16
+    made: list[ValueModel] = []
+    real_create = ValueModel.create
+
+    def create(*args, **kwargs):
+        made.append(real_create(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(ValueModel, "create", create)
+    config = _train_config(dtype="bfloat16", max_steps=2, gradient_checkpointing=False)
+    result = train_value_model(_samples(), ModelConfig(backbone=backbone, max_tokens=128), config, tmp_path / "run")
+    assert result.steps == 2 and all(math.isfinite(g) for g in result.grad_norms)
+    assert made[0].lm.dtype == torch.bfloat16 and made[0].head.linear.weight.dtype == torch.float32
+    lora = [p for n, p in made[0].named_parameters() if "lora_" in n]
+    assert lora and all(p.dtype == torch.float32 for p in lora)  # peft keeps the adapters in fp32
+    loaded = ValueModel.load(tmp_path / "run", device="cpu")
+    ids = torch.tensor([[2, 10, 11, 12]])
+    with torch.no_grad():
+        assert math.isfinite(float(loaded(ids, torch.ones_like(ids))[0]))
 
 
 def test_a_non_finite_value_comes_out_as_nan_and_is_not_cached(scorer, monkeypatch) -> None:
