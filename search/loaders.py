@@ -17,11 +17,28 @@ from sandbox import Sandbox, SandboxConfig
 from search.config import SearchConfig
 from search.protocols import Value
 
-__all__ = ["LoadError", "load_value", "sandbox_config", "sandbox_factory"]
+__all__ = ["DEFAULT_VALUE_MODEL", "LoadError", "load_value", "sandbox_config", "sandbox_factory",
+           "value_model_path"]
+
+#: The value model that ships with the package (``--value-model default``): LoRA and head trained on the
+#: embedded default policy's trees, whose backbone it names as ``"default"`` (data/value_model/README.md).
+DEFAULT_VALUE_MODEL = Path(__file__).resolve().parent.parent / "jupiter" / "value_models" / "default"
 
 
 class LoadError(TaskError):
     """A collaborator cannot be built from the given settings; the message names the option and the cause."""
+
+
+def value_model_path(spec: str | Path | None) -> Path | None:
+    """``--value-model``'s value as a folder: ``default`` is the shipped model, ``none`` (or None) no value
+    model, anything else a folder written by ``jupiter value train``. Usable as an argparse ``type``."""
+    if spec is None or str(spec).lower() == "none":
+        return None
+    if str(spec) == "default":
+        if not (DEFAULT_VALUE_MODEL / "value_config.json").is_file():
+            raise LoadError(f"--value-model default: no value model ships in {DEFAULT_VALUE_MODEL}")
+        return DEFAULT_VALUE_MODEL
+    return Path(spec)
 
 
 def load_value(path: str | Path | None, **options: Any) -> Value | None:
@@ -31,9 +48,9 @@ def load_value(path: str | Path | None, **options: Any) -> Value | None:
     value model is asked for. Raises ``LoadError`` when the folder is missing or the ``train`` extra is not
     installed.
     """
+    path = value_model_path(path)
     if path is None:
         return None
-    path = Path(path)
     if not path.is_dir():
         raise LoadError(f"--value-model {path}: folder not found")
     try:

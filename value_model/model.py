@@ -300,8 +300,10 @@ class ValueModel(nn.Module):
 
         directory = Path(directory)
         config = read_config(directory)
-        if backbone is not None:
-            config = ModelConfig.from_dict({**config.to_dict(), "backbone": resolve_backbone(backbone)})
+        # a model names its backbone by path, or as the policy's --llm names one ("default": the embedded model)
+        config = ModelConfig.from_dict({**config.to_dict(),
+                                        "backbone": resolve_backbone(config.backbone if backbone is None
+                                                                     else backbone)})
         device = pick_device(device)
         lm = _load_backbone(config.backbone, dtype or pick_dtype(device))
         adapter = directory / ADAPTER_DIR

@@ -28,7 +28,13 @@ from typing import Any
 from benchmarks.paths import default_data_dir
 from jupiter import console_log
 from jupiter.commands.helpformat import HelpFormatter
-from jupiter.commands.search_args import add_checkpoint_argument, add_search_arguments, config_from_args, print_config
+from jupiter.commands.search_args import (
+    add_checkpoint_argument,
+    add_search_arguments,
+    add_value_model_argument,
+    config_from_args,
+    print_config,
+)
 from jupiter.llm import PolicyError, load_policy
 from jupiter.llm.base import BasePolicy
 from jupiter.output_paths import check_output_file, check_output_folder
@@ -52,7 +58,7 @@ def _common(parser: argparse.ArgumentParser, benchmark: str) -> None:
     parser.add_argument("--llm", default="default",
                         help="policy spec: default | replay:FILE.json | http://HOST:PORT/v1#model=NAME | vllm:DIR | "
                              "hf:DIR")
-    parser.add_argument("--value-model", type=Path, help="trained value model folder (scores nodes in infer mode)")
+    add_value_model_argument(parser)
     add_search_arguments(parser)
     parser.set_defaults(bench_defaults=BENCH_DEFAULTS[benchmark])
     parser.add_argument("--concurrency", type=int, help="trees searched together (one batched model call per step)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from jupiter.task import TaskError
@@ -20,8 +21,24 @@ from search.checkpoints import DEFAULT_EVERY_S
 from search.profiles import describe_profile
 from search.settings import FIELD_FLAGS, LocalSettings, add_search_arguments, flag_message, resolve_settings
 
-__all__ = ["add_checkpoint_argument", "add_search_arguments", "settings_from_args", "config_from_args", "print_config",
-           "flag_message", "FIELD_FLAGS"]
+__all__ = ["add_checkpoint_argument", "add_search_arguments", "add_value_model_argument", "settings_from_args",
+           "config_from_args", "print_config", "flag_message", "FIELD_FLAGS"]
+
+
+def _value_model(text: str) -> Path | None:
+    from search.loaders import LoadError, value_model_path
+
+    try:
+        return value_model_path(text)
+    except LoadError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_value_model_argument(parser: argparse.ArgumentParser) -> None:
+    """``--value-model default | none | DIR`` (``search.loaders.value_model_path``), parsed into a folder or None."""
+    parser.add_argument("--value-model", type=_value_model, default=None, metavar="default|none|DIR",
+                        help="value model that scores nodes in infer mode: default (the one that ships), none "
+                             "(the default: no value model), or a folder written by 'jupiter value train'")
 
 
 def _seconds(text: str) -> float:

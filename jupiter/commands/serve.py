@@ -13,6 +13,7 @@ import socket
 import sys
 from pathlib import Path
 
+from jupiter.commands.search_args import add_value_model_argument
 from jupiter.llm import PolicyError
 from jupiter.task import TaskError
 from search.loaders import LoadError
@@ -29,7 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--llm", default="default",
                         help="policy spec, loaded once for every job: default | replay:FILE.json | "
                              "http://HOST:PORT/v1#model=NAME | vllm:PATH | hf:PATH")
-    parser.add_argument("--value-model", type=Path, default=None, metavar="DIR", help="trained value model folder")
+    add_value_model_argument(parser)
     parser.add_argument("--profile", default="paper", help="search settings profile (default: paper)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8700)

@@ -22,7 +22,13 @@ from typing import Any
 from jupiter import console_log
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.interrupts import EXIT_INTERRUPTED, StopSignals
-from jupiter.commands.search_args import add_checkpoint_argument, add_search_arguments, config_from_args, print_config
+from jupiter.commands.search_args import (
+    add_checkpoint_argument,
+    add_search_arguments,
+    add_value_model_argument,
+    config_from_args,
+    print_config,
+)
 from jupiter.llm import PolicyError, load_policy
 from jupiter.llm.spec import PolicyChoice, describe_policy
 from jupiter.output_paths import (
@@ -62,8 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--llm", default="default",
                         help="policy spec: default | replay:FILE.json | http://HOST:PORT/v1#model=NAME | "
                              "vllm:PATH | hf:PATH (default: the embedded model)")
-    parser.add_argument("--value-model", type=Path, default=None, metavar="DIR",
-                        help="trained value model folder (value_model.ValueScorer)")
+    add_value_model_argument(parser)
     add_search_arguments(parser, MODES)
     parser.add_argument("--data-dir", type=Path, default=None, help="folder holding the task's data files")
     parser.add_argument("--setup", type=Path, default=None, metavar="FILE.py",

@@ -11,7 +11,7 @@ import pytest
 from viewer_trees import decided, wide_tree
 
 from search.config import Mode, SearchConfig
-from search.loaders import LoadError, load_value, sandbox_config
+from search.loaders import LoadError, load_value, sandbox_config, value_model_path
 from search.ray_actors import TreeOutcome
 from search.result import SearchStats
 
@@ -20,6 +20,20 @@ def test_no_value_model_is_none_and_a_missing_folder_names_the_option(tmp_path: 
     assert load_value(None) is None
     with pytest.raises(LoadError, match=r"--value-model .*nope: folder not found"):
         load_value(tmp_path / "nope")
+
+
+def test_value_model_none_is_no_model_and_default_is_the_shipped_folder(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import search.loaders as loaders
+
+    assert value_model_path("none") is None and value_model_path("None") is None and load_value("none") is None
+    assert value_model_path(str(tmp_path)) == tmp_path
+    monkeypatch.setattr(loaders, "DEFAULT_VALUE_MODEL", tmp_path / "shipped")
+    with pytest.raises(LoadError, match="--value-model default: no value model ships in .*shipped"):
+        value_model_path("default")
+    (tmp_path / "shipped").mkdir()
+    (tmp_path / "shipped" / "value_config.json").write_text("{}")
+    assert value_model_path("default") == tmp_path / "shipped"
 
 
 def test_a_value_model_without_the_train_extra_says_how_to_get_it(tmp_path: Path,
