@@ -57,7 +57,7 @@ class ValueScorer:
     def __init__(self, model_dir: str | Path, device: str | None = None, batch_size: int = 8,
                  cache_size: int = 100_000, backbone: str | None = None, sort_by_length: bool = True,
                  share_prefix: bool = True, min_shared_tokens: int = 32,
-                 prefix_cache_mb: float = DEFAULT_PREFIX_CACHE_MB) -> None:
+                 prefix_cache_mb: float = DEFAULT_PREFIX_CACHE_MB, dtype: str | None = None) -> None:
         if batch_size <= 0:
             raise ValueError(f"ValueScorer.batch_size: must be > 0, got {batch_size!r}")
         if cache_size < 0:
@@ -65,7 +65,11 @@ class ValueScorer:
         if prefix_cache_mb < 0:
             raise ValueError(f"ValueScorer.prefix_cache_mb: must be >= 0, got {prefix_cache_mb!r}")
         self.device = pick_device(device)
-        self.model = ValueModel.load(model_dir, backbone=backbone, device=self.device)
+        if dtype not in (None, "float32", "bfloat16"):
+            raise ValueError(f"ValueScorer.dtype: float32 or bfloat16, got {dtype!r}")
+        # None: the device's (model.pick_dtype: bf16 on a GPU, fp32 on a CPU); the head runs in fp32 either way
+        self.model = ValueModel.load(model_dir, backbone=backbone, device=self.device,
+                                     dtype=None if dtype is None else getattr(torch, dtype))
         self.model.eval()
         self.config = self.model.config
         self.template = self.config.template.template()

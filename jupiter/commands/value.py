@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from jupiter.commands.helpformat import HelpFormatter
@@ -108,6 +109,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sc.add_argument("--backbone", default=None, help="override the backbone path stored with the model")
     sc.add_argument("--batch-size", type=int, default=8)
     sc.add_argument("--device", default=None)
+    sc.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
+                    help="backbone precision (default: bfloat16 on a GPU, float32 on a CPU)")
     sc.set_defaults(handler=run_score, interrupted_note="the rows scored so far are written (to --output when given)")
 
     rk = inner.add_parser("rank", help="within-question AUC of a model's estimates on DABench run trees",
@@ -119,6 +122,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     rk.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     rk.add_argument("--batch-size", type=int, default=8)
     rk.add_argument("--device", default=None)
+    rk.add_argument("--backbone", default=None, help="override the backbone path stored with the model")
+    rk.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
+                    help="backbone precision (default: bfloat16 on a GPU, float32 on a CPU)")
     rk.set_defaults(handler=run_rank)
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)
 
@@ -227,7 +233,8 @@ def run_score(args: argparse.Namespace) -> int:
     from value_model.scorer import ValueScorer
 
     try:
-        scorer = ValueScorer.load(args.model, device=args.device, batch_size=args.batch_size, backbone=args.backbone)
+        scorer = ValueScorer.load(args.model, device=args.device, batch_size=args.batch_size, backbone=args.backbone,
+                                  dtype=args.dtype)
     except (ModelLoadError, ValueError) as exc:
         return _fail(str(exc))
     from tqdm import tqdm
@@ -274,10 +281,13 @@ def run_rank(args: argparse.Namespace) -> int:
     from value_model.scorer import ValueScorer
 
     try:
-        scorer = ValueScorer.load(args.model, device=args.device, batch_size=args.batch_size)
+        scorer = ValueScorer.load(args.model, device=args.device, batch_size=args.batch_size,
+                                  backbone=args.backbone, dtype=args.dtype)
     except (ModelLoadError, ValueError) as exc:
         return _fail(str(exc))
     from tqdm import tqdm
+
+    started = time.perf_counter()
 
     with tqdm(total=len(trees), desc="value rank", unit="tree", file=sys.stderr, disable=None) as bar:
         def score(histories: list) -> list[float]:
@@ -286,10 +296,12 @@ def run_rank(args: argparse.Namespace) -> int:
             return values
 
         nodes, picks = rank_trees(trees, labels, score)
+    seconds = round(time.perf_counter() - started, 3)
     reports = [kind_report(nodes, kind) for kind in KINDS]
     if args.json:
         print(json.dumps({"model": str(args.model), "runs": [str(r) for r in args.runs],
-                          "kinds": [vars(r) for r in reports], "decisions": picks}))
+                          "kinds": [vars(r) for r in reports], "decisions": picks, "scoring_seconds": seconds,
+                          "scored_nodes": len(nodes)}))
         return 0
     print("| nodes | scored | right | AUC | AUC within a question | pairs | questions with both |")
     print("|---|---|---|---|---|---|---|")

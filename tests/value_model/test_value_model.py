@@ -94,6 +94,20 @@ def scorer(trained):
     return ValueScorer.load(trained[3], device="cpu", batch_size=8)
 
 
+def test_a_scorer_in_bfloat16_scores_close_to_float32(trained, scorer) -> None:
+    """``ValueScorer(dtype="bfloat16")`` (``jupiter value score|rank --dtype``): the backbone in bf16, also on a
+    CPU; the values stay close to fp32's (the head and pooling run in fp32)."""
+    from value_model.scorer import ValueScorer
+
+    half = ValueScorer.load(trained[3], device="cpu", batch_size=8, dtype="bfloat16")
+    assert half.model.lm.dtype == torch.bfloat16 and scorer.model.lm.dtype == torch.float32
+    scorer.clear_cache()
+    full = scorer.evaluate(HISTORIES)
+    assert half.evaluate(HISTORIES) == pytest.approx(full, abs=0.05)
+    with pytest.raises(ValueError, match="dtype"):
+        ValueScorer.load(trained[3], device="cpu", dtype="float16")
+
+
 def test_save_then_load_gives_identical_scores(trained, scorer) -> None:
     from value_model.data import collate
     from value_model.truncate import prepare_path
