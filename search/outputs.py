@@ -22,6 +22,7 @@ import nbformat
 from jupiter.appendlog import replace_atomically
 from search.export import path_notebook
 from search.html import render_tree_html
+from search.notebook_inputs import input_cells, place_inputs
 from search.result import SearchResult
 from search.tree import Tree
 from search.tree_io import save_tree
@@ -41,6 +42,8 @@ RESULT_FILE = "result.json"
 TREE_FILE = "tree.json"
 NOTEBOOK_FILE = "solution.ipynb"
 TREE_VIEW_FILE = "tree.html"
+#: the run folder's own files, which an input of the same name never replaces
+RUN_FILES = (RESULT_FILE, TREE_FILE, NOTEBOOK_FILE, TREE_VIEW_FILE, "jupiter.log", "run.json", "checkpoints")
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,8 @@ def _summary(result: SearchResult) -> str:
 
 
 def write_outputs(result: SearchResult, out: Path, extra: dict[str, Any] | None = None) -> WrittenOutputs:
-    """Write ``result``'s four files into ``out`` (created if absent); ``extra`` keys join ``result.json``.
+    """Write ``result``'s four files into ``out`` (created if absent), with the task's input files beside the
+    notebook (``search.notebook_inputs``: hard links, else copies); ``extra`` keys join ``result.json``.
 
     Without an answer the notebook is still written — the best-valued deepest path, so the work done can be
     read and continued — and its first cell says "no answer"; ``result.json`` has ``no_answer`` and
@@ -88,6 +92,12 @@ def write_outputs(result: SearchResult, out: Path, extra: dict[str, Any] | None 
     record = dict(result.to_dict(), no_answer=no_answer, solution_notebook=NOTEBOOK_FILE, **(extra or {}))
     save_tree(result.tree, out / TREE_FILE)
     notebook = path_notebook(result.tree, result.chosen_tag)
+    task = result.tree.task if result.tree is not None else None
+    if task is not None and task.files:  # so that Run All in this folder finds what the cells read
+        placed = place_inputs(task.files, out, reserved=RUN_FILES)
+        intro = 1 if notebook.cells and notebook.cells[0].cell_type == "markdown" else 0
+        notebook.cells[intro:intro] = input_cells(placed)
+        record["inputs"] = {p.name: p.how for p in placed}
     if no_answer:
         stopped = " (the search was stopped early)" if result.interrupted else ""
         notebook.cells.insert(0, nbformat.v4.new_markdown_cell(

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 
+import nbformat
 import pytest
 import requests
 from serve_helpers import REPO, TITANIC_DATA, TITANIC_REPLAY, TITANIC_TASK, write_replay
@@ -20,6 +21,23 @@ from search.settings import JobSettings
 def server(start_module_server):
     return start_module_server("--llm", f"replay:{TITANIC_REPLAY}", "--max-files", "3", "--max-upload-mb", "0.2",
                                name="api")
+
+
+def test_a_jobs_solution_notebook_reruns_in_its_output_folder(server):
+    """The service's output folder holds the job's inputs beside the notebook, so it re-runs there too."""
+    from nbclient import NotebookClient
+
+    from jupiter.serve.jobs import job_paths
+
+    job_id = server.submit(settings={"iterations": 6}).json()["id"]
+    assert list(server.events(job_id))[-1][1]["answer"] == "@mean_fare[34.65]"
+    output = job_paths(server.data_root, job_id).output
+    assert (output / "test_ave.csv").is_file()
+    notebook = nbformat.read(str(output / "solution.ipynb"), as_version=4)
+    NotebookClient(notebook, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(output)}}).execute()
+    printed = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
+    assert "34.6" in printed
 
 
 def test_submit_streams_nodes_and_finishes_with_the_right_answer(server):
