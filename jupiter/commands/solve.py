@@ -46,7 +46,7 @@ from search.config import fit_context
 from search.loaders import load_value, sandbox_config
 from search.outputs import write_outputs
 from search.ray_manifest import Manifest, TaskStatus
-from search.result import Costs, result_from_tree, tree_stats
+from search.result import partial_result
 
 __all__ = ["add_parser", "run", "solve_local", "solve_on_ray"]
 
@@ -110,17 +110,6 @@ def _config(args: argparse.Namespace, has_value: bool) -> tuple[Any, list[str]]:
         notes.append(f"infer: c_puct {config.c_puct}, selection guided by {guide}; "
                      f"answer by {config.decision.value}")
     return config, notes
-
-
-def _partial_result(latest: list[Any], config: Any, has_value: bool, error: str | None, started: float) -> Any:
-    """A result over the tree as it stood after its last finished step, for when the driver raised instead
-    of returning one (a policy failure, an interrupt outside a step). Marked ``interrupted``."""
-    update, size = latest
-    tree = update.tree
-    tree.drop_since(size)  # nodes of the step that failed: not run, not backed up (nor counted as iterations)
-    stats = tree_stats(tree, config.mode, Costs.of(update.stats), time.perf_counter() - started)
-    return result_from_tree(update.task_id, tree, config, stats, value_given=has_value, error=error,
-                            interrupted=True)
 
 
 def _with_setup(task: Any, setup: Path | None) -> Any:
@@ -285,11 +274,12 @@ def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: arg
                                f"{exc}")
                     if not latest:
                         return _LocalRun(None, failure, signals.requested)
-                    result = _partial_result(latest, config, value is not None, failure, started)
+                    result = partial_result(*latest, config, value_given=value is not None, error=failure,
+                                            started=started)
                 except KeyboardInterrupt:  # raised outside a step (the driver handles the ones inside)
                     if not latest:
                         raise
-                    result = _partial_result(latest, config, value is not None, None, started)
+                    result = partial_result(*latest, config, value_given=value is not None, error=None, started=started)
                 signals.writing = True
                 result.notes.extend(notes)
                 write_outputs(result, out, dict(extra, policy_stats=policy.stats().to_dict()))
