@@ -611,6 +611,8 @@ class Sandbox:
             try:
                 runtime = self._fork(source, slot, keep=(parent, slot))
             except RuntimeDied as exc:
+                if self._closed:  # the sandbox closed under the fork (a branch made ahead): nothing to rebuild
+                    raise SandboxClosedError("the sandbox is closed") from exc
                 log.warning("sandbox: branching state %d failed, rebuilding it: %s", parent.sid, exc)
                 self._drop_runtime(parent)
                 continue
