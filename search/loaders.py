@@ -9,6 +9,7 @@ error for a missing value-model folder, the same sandbox for the same cell timeo
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ __all__ = ["DEFAULT_VALUE_MODEL", "LoadError", "load_value", "sandbox_config", "
 
 #: The value model that ships with the package (``--value-model default``): LoRA and head trained on the
 #: embedded default policy's trees, whose backbone it names as ``"default"`` (data/value_model/README.md).
-DEFAULT_VALUE_MODEL = Path(__file__).resolve().parent.parent / "jupiter" / "value_models" / "default"
+DEFAULT_VALUE_MODEL = Path(str(resources.files("jupiter") / "value_models" / "default"))
 
 
 class LoadError(TaskError):

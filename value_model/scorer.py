@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from jupiter.prompts import Message
+from jupiter.sft.config import Dtype
 from value_model.data import collate, shared_prefix_groups, sorted_batches
 from value_model.model import ValueModel, load_tokenizer, pick_device
 from value_model.prefix_cache import DEFAULT_PREFIX_CACHE_MB, PrefixCache
@@ -65,11 +66,13 @@ class ValueScorer:
         if prefix_cache_mb < 0:
             raise ValueError(f"ValueScorer.prefix_cache_mb: must be >= 0, got {prefix_cache_mb!r}")
         self.device = pick_device(device)
-        if dtype not in (None, "float32", "bfloat16"):
-            raise ValueError(f"ValueScorer.dtype: float32 or bfloat16, got {dtype!r}")
+        try:
+            precision = None if dtype is None else Dtype(dtype)
+        except ValueError:
+            raise ValueError(f"ValueScorer.dtype: float32 or bfloat16, got {dtype!r}") from None
         # None: the device's (model.pick_dtype: bf16 on a GPU, fp32 on a CPU); the head runs in fp32 either way
         self.model = ValueModel.load(model_dir, backbone=backbone, device=self.device,
-                                     dtype=None if dtype is None else getattr(torch, dtype))
+                                     dtype=None if precision is None else precision.to_torch())
         self.model.eval()
         self.config = self.model.config
         self.template = self.config.template.template()

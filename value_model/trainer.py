@@ -32,7 +32,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from jupiter.sft.config import Dtype
 from jupiter.sft.stopping import StopFlag, stop_callback
 from value_model.config import TrainConfig
 from value_model.metrics import mse, spearman
@@ -138,9 +137,7 @@ class TrainingModule(nn.Module):
 
 def training_dtype(config: TrainConfig, device: torch.device) -> torch.dtype:
     """The backbone's precision for this run: ``config.dtype``, or bf16 on a GPU and fp32 on a CPU."""
-    if config.dtype is None:
-        return pick_dtype(device)
-    return torch.bfloat16 if config.dtype is Dtype.BFLOAT16 else torch.float32
+    return pick_dtype(device) if config.dtype is None else config.dtype.to_torch()
 
 
 def training_arguments(config: TrainConfig, checkpoints: Path, device: torch.device, total_steps: int,

@@ -42,6 +42,12 @@ class Dtype(str, enum.Enum):
     FLOAT32 = "float32"
     BFLOAT16 = "bfloat16"
 
+    def to_torch(self) -> Any:
+        """The ``torch.dtype`` of this precision (torch is imported here, not by the settings)."""
+        import torch
+
+        return torch.float32 if self is Dtype.FLOAT32 else torch.bfloat16
+
 
 class SftConfig(ConfigModel):
     """Settings of one LoRA fine-tuning run.

@@ -257,7 +257,7 @@ def build_model(base_dir: Path, config: SftConfig, device: str, init_adapter: Pa
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    dtype = torch.float32 if config.dtype is Dtype.FLOAT32 else torch.bfloat16
+    dtype = config.dtype.to_torch()
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=dtype)
     model.config.use_cache = False
     if init_adapter is not None:

@@ -231,10 +231,12 @@ def test_the_trees_shares_of_policy_and_value_time_add_up_to_the_calls() -> None
     value = SlowValue(0.5)
     config = SearchConfig(mode=Mode.INFER, iterations=3, expansions=3, c_puct=0.0)
     tasks = [TASK.replace(id=f"t{i}") for i in range(3)]
+    started = clock.perf_counter()
     results = list(solve_many(tasks, SlowPolicy(script()), FakeSandbox, config, value=value))
+    wall = clock.perf_counter() - started
     steps = max(r.stats.model_calls for r in results)
     model = sum(r.stats.model_seconds for r in results)
-    assert 0.02 * steps <= model < 0.02 * steps + 0.5  # one call per step serves all three trees
+    assert 0.02 * steps <= model < wall  # one call per step serves all three trees: its time is counted once
     scored = [n for r in results for n in r.tree.nodes if "value_s" in n.timings]
     assert scored and sum(r.stats.value_seconds for r in results) >= 0.03 * value.calls
     assert sum(n.timings["value_s"] for n in scored) == pytest.approx(sum(r.stats.value_seconds for r in results),
