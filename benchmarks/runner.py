@@ -2,10 +2,12 @@
 
 A run is a folder: ``run.json`` (what was run), ``results.jsonl`` (one line per task, written the moment its
 tree finishes), ``trees/<id>.json`` (optional), ``checkpoints/<id>.json`` (each tree in flight, as it grows;
-removed when the tree finishes), then the report files. The loop skips the ids already in ``results.jsonl``, hands the
-rest to the batched driver (``search.driver.solve_many``: many trees share each policy call) or to the Ray driver, and
-streams results to disk as they come. A rerun after a kill continues each checkpointed tree where it was saved
-(``search.checkpoints``), so a run longer than one sitting loses at most half a minute of every tree.
+removed when the tree finishes), then the report files. The loop skips the ids already in ``results.jsonl``,
+hands the rest to the run layer over the batched driver (``search.resumable.search_trees``: many trees share
+each policy call; it keeps the checkpoints) or to the Ray driver, and streams results to disk as they come. A
+rerun after a kill continues each checkpointed tree where it was saved (``search.checkpoints``), so a run
+longer than one sitting loses at most half a minute of every tree; a policy that dies mid-run leaves every
+tree in flight saved as it was after its last step.
 
 When the invocation dies (the policy backend crashed, a server went away), ``failure.json`` records the error
 and which tasks finished and which did not (``benchmarks.records.RunFailure``), the exception goes on to the
@@ -47,7 +49,7 @@ __all__ = ["RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailable
 
 log = logging.getLogger(__name__)
 
-#: (tasks, policy, sandbox_factory, config, value) → results in finishing order
+#: (tasks, policy, sandbox_factory, config, value, seed=, [checkpoints=]) → results in finishing order
 Solver = Callable[..., Iterator[Any]]
 
 
@@ -87,9 +89,9 @@ def solver_for(ray: bool, llm_spec: str = "", value_model: str | Path | None = N
     ``ray_options`` go to the driver (DSBench: ``capture_file="submission.csv"``).
     """
     if not ray:
-        from search.driver import solve_many
+        from search.resumable import search_trees
 
-        return solve_many
+        return search_trees
     try:
         if importlib.util.find_spec("ray") is None:
             raise ImportError("No module named 'ray'")
@@ -227,20 +229,16 @@ def run_loop(
     interrupted: list[str] = []
     checkpoints = (TreeCheckpoints(options.out_dir / CHECKPOINTS, options.checkpoint_every_s, config.to_dict())
                    if options.checkpoints and not options.ray else None)
-    hooks = {} if checkpoints is None else {"on_update": checkpoints.on_update, "resume": checkpoints.load}
+    # the local run layer continues, saves and removes the checkpoints (search.resumable); Ray's workers keep their own
+    hooks = {} if checkpoints is None else {"checkpoints": checkpoints}
     try:
         for result in solve(pending, policy, make_sandbox, config, value, seed=options.seed, **hooks):
             task = by_id.get(str(result.task_id))
             if task is None:
                 log.warning("the driver returned an unknown task id %r", result.task_id)
                 continue
-            if result.interrupted:
+            if result.interrupted:  # saved by the run layer, continued by a rerun
                 interrupted.append(task.id)
-                if checkpoints is not None and result.tree is not None:
-                    try:
-                        checkpoints.save(task.id, result.tree, result.stats)
-                    except OSError:  # the other trees' records still go on
-                        log.exception("task %s: could not save its checkpoint", task.id)
                 continue
             record = to_record(result, task)
             results.append(record)
@@ -248,8 +246,6 @@ def run_loop(
                 from search.tree_io import save_tree
 
                 save_tree(result.tree, options.out_dir / "trees" / f"{_safe_name(task.id)}.json")
-            if checkpoints is not None:
-                checkpoints.discard(task.id)
             outcome.ran += 1
             outcome.continued += result.stats.resumes > 0
             outcome.failed += record.error is not None

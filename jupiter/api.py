@@ -20,7 +20,6 @@ import hashlib
 import html
 import sys
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,34 +161,29 @@ def _search(task: Task, policy: Any, llm: Any, value: Any, config: Any, folder: 
     from tqdm.auto import tqdm
 
     from sandbox import Sandbox
-    from search import run_search
     from search.loaders import sandbox_config
     from search.outputs import NOTEBOOK_FILE, RESULT_FILE, TREE_FILE, TREE_VIEW_FILE, write_outputs
-    from search.result import partial_result
+    from search.resumable import search_trees
 
     bar = tqdm(total=config.iterations, desc=f"solve {task.id}", unit="it", disable=not progress)
-    latest: list[Any] = []  # [last TreeUpdate, tree size then]: what exists if an interrupt comes between steps
-    started = time.perf_counter()
-
-    def keep(update: Any) -> None:
-        latest[:] = [update, len(update.tree.nodes)]
 
     def step(done: Any) -> None:
         bar.n = done.iterations
         bar.refresh()
 
+    results: list[Any] = []
     try:
         with Sandbox(sandbox_config(config)) as sandbox:
-            try:
-                result = run_search(task, policy, sandbox, config, value=value, seed=seed, on_step=step,
-                                    on_update=keep)
-            except KeyboardInterrupt:  # outside a step (the driver returns the tree itself for those inside)
-                if not latest:
+            try:  # an interrupt between steps: the run layer hands back what the tree had, then raises
+                for one in search_trees([task], policy, lambda: sandbox, config, value, seed=seed, on_step=step,
+                                        close_sandboxes=False):
+                    results.append(one)
+            except KeyboardInterrupt:
+                if not results:
                     raise
-                result = partial_result(*latest, config, value_given=value is not None, error=None,
-                                        started=started)
     finally:
         bar.close()
+    result = results[-1]
     written = write_outputs(result, folder, {"llm": llm if isinstance(llm, str) else type(llm).__name__})
     if result.interrupted:
         print("jupiter: interrupted; the result is over what the tree had", file=sys.stderr)

@@ -98,13 +98,13 @@ SolveFn = Callable[[Iterable[Task], WorkerContext], Iterator[Any]]
 
 
 def engine_solve(tasks: Iterable[Task], context: WorkerContext) -> Iterator[Any]:
-    """The real per-worker work: the batched engine over a stream of tasks, one sandbox per tree in flight."""
-    from search.driver import solve_many
+    """The real per-worker work: the run layer over a stream of tasks, one sandbox per tree in flight.
 
-    saved = context.checkpoints
-    hooks = {} if saved is None else {"on_update": saved.on_update, "resume": saved.load}
-    return solve_many(tasks, context.policy, context.sandbox_factory, context.config, context.value,
-                      seed=context.seed, **hooks)
+    A finished tree's checkpoint stays until the Ray driver has written the tree (it removes it then)."""
+    from search.resumable import search_trees
+
+    return search_trees(tasks, context.policy, context.sandbox_factory, context.config, context.value,
+                        seed=context.seed, checkpoints=context.checkpoints, discard_finished=False)
 
 
 def best_reward(tree: Tree) -> float | None:
@@ -266,6 +266,8 @@ class TreeWorker:
         from search.file_capture import submission_files
 
         for result in self._solve(pull(), self._context):
+            if result.interrupted and self._context.checkpoints is not None:
+                continue  # not finished: the run layer saved it, and the retry of its task continues it
             tree = result.tree
             files: dict[str, bytes] = {}
             if self._capture is not None:  # read before the executions (the capture's keys) are dropped below

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -12,7 +11,7 @@ from search.decide import Candidate, Verdict, choose, decide, vote_key_rule
 from search.step import iterations_done
 from search.tree import MODEL_FAILURES, NodeStatus, Tree
 
-__all__ = ["SearchStats", "Costs", "tree_stats", "SearchResult", "result_from_tree", "partial_result"]
+__all__ = ["SearchStats", "Costs", "tree_stats", "SearchResult", "result_from_tree"]
 
 
 @dataclass
@@ -200,16 +199,3 @@ def result_from_tree(task_id: str, tree: Tree, config: SearchConfig, stats: Sear
         interrupted=interrupted,
         files=dict(files or {}),
     )
-
-
-def partial_result(update: Any, size: int, config: SearchConfig, *, value_given: bool, error: str | None,
-                   started: float) -> SearchResult:
-    """A result over the tree as it stood after its last finished step (``update``, a ``TreeUpdate``, when the
-    tree had ``size`` nodes), for when the driver raised instead of returning one: a policy failure, or an
-    interrupt outside a step. Marked ``interrupted``; ``started``: ``time.perf_counter()`` at the search's start.
-    """
-    tree = update.tree
-    tree.drop_since(size)  # nodes of the step that failed: not run, not backed up (nor counted as iterations)
-    stats = tree_stats(tree, config.mode, Costs.of(update.stats), time.perf_counter() - started)
-    return result_from_tree(update.task_id, tree, config, stats, value_given=value_given, error=error,
-                            interrupted=True)

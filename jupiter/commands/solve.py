@@ -40,13 +40,13 @@ from jupiter.output_paths import (
 )
 from jupiter.task import TaskError, load_task_file, load_tasks, read_setup
 from sandbox import Sandbox
-from search import Mode, run_search
+from search import Mode
 from search.checkpoints import CHECKPOINTS, SavedSearch, TreeCheckpoints
 from search.config import fit_context
 from search.loaders import load_value, sandbox_config
 from search.outputs import write_outputs
 from search.ray_manifest import Manifest, TaskStatus
-from search.result import partial_result
+from search.resumable import search_trees
 
 __all__ = ["add_parser", "run", "solve_local", "solve_on_ray"]
 
@@ -235,8 +235,8 @@ def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: arg
     """Search ``task`` in a fresh sandbox (continuing ``saved``), with a progress bar and Ctrl-C handling, and
     write its files into ``out`` (also the tree so far when the policy fails or a stop comes outside a step).
 
-    The tree is checkpointed as it grows (``checkpoints``, removed once the search finishes) so that a rerun
-    after a kill, even SIGKILL, continues it."""
+    The tree is checkpointed as it grows (``checkpoints``, removed once its files are written:
+    ``search.resumable``) so that a rerun after a kill, even SIGKILL, continues it."""
     from tqdm import tqdm
 
     bar = tqdm(total=config.iterations, initial=saved.stats.iterations if saved else 0, desc=f"solve {task.id}",
@@ -246,14 +246,9 @@ def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: arg
         bar.n = step.iterations
         bar.refresh()
 
-    latest: list[Any] = []  # [last TreeUpdate, tree size then]: what exists if the search dies mid-step
-    started = time.perf_counter() - (saved.stats.wall_seconds if saved else 0.0)
-
-    def keep(update: Any) -> None:
-        latest[:] = [update, len(update.tree.nodes)]
-        checkpoints.on_update(update)
-
+    result: Any = None
     failure: str | None = None
+    policy_name = f"{extra['llm_backend'].get('backend', '?')} (--llm {args.llm})"
     closers: list[threading.Thread] = []  # a second Ctrl-C's sandbox close: waited for before exiting
     with StopSignals("the search") as signals:
         try:
@@ -266,27 +261,22 @@ def _search_and_write(task: Any, policy: Any, value: Any, config: Any, args: arg
                     closers[-1].start()
 
                 signals.at_once = close_now
+                # the run layer checkpoints the tree, continues ``saved`` and hands back what the tree had when
+                # the policy fails or a Ctrl-C comes between steps (then raises): each result is written here
+                # before the checkpoint it replaces is removed
                 try:
-                    result = run_search(task, policy, sandbox, config, value=value, seed=args.seed,
-                                        on_step=progress, on_update=keep, stop=signals.stop, saved=saved)
-                except PolicyError as exc:  # the tree so far is still worth writing
-                    failure = (f"the policy failed: {extra['llm_backend'].get('backend', '?')} (--llm {args.llm}): "
-                               f"{exc}")
-                    if not latest:
-                        return _LocalRun(None, failure, signals.requested)
-                    result = partial_result(*latest, config, value_given=value is not None, error=failure,
-                                            started=started)
-                except KeyboardInterrupt:  # raised outside a step (the driver handles the ones inside)
-                    if not latest:
+                    for result in search_trees([task], policy, lambda: sandbox, config, value, seed=args.seed,
+                                               checkpoints=checkpoints, resume=lambda _task: saved,
+                                               on_step=progress, stop=signals.stop, close_sandboxes=False,
+                                               policy_name=policy_name):
+                        signals.writing = True
+                        result.notes.extend(notes)
+                        write_outputs(result, out, dict(extra, policy_stats=policy.stats().to_dict()))
+                except PolicyError as exc:  # the tree so far (if any) is written above
+                    failure = result.error if result is not None else f"the policy failed: {policy_name}: {exc}"
+                except KeyboardInterrupt:
+                    if result is None:
                         raise
-                    result = partial_result(*latest, config, value_given=value is not None, error=None, started=started)
-                signals.writing = True
-                result.notes.extend(notes)
-                write_outputs(result, out, dict(extra, policy_stats=policy.stats().to_dict()))
-                if result.interrupted and result.tree is not None:
-                    checkpoints.save(task.id, result.tree, result.stats)  # what the rerun continues
-                else:
-                    checkpoints.discard(task.id)
         finally:
             bar.close()
             for closer in closers:  # no runtime process may outlive us

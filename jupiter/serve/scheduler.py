@@ -135,6 +135,35 @@ class _Feeder:
         return spec.task
 
 
+class _LaneCheckpoints:
+    """A lane's trees' checkpoints for the run layer: each job's own ``TreeCheckpoints`` in its folder."""
+
+    def __init__(self, scheduler: Scheduler, lane: _Lane) -> None:
+        self._scheduler, self._lane = scheduler, lane
+
+    def _of(self, job_id: str) -> Any:
+        spec = self._lane.in_flight.get(job_id)
+        return None if spec is None else self._scheduler._checkpoint(spec)
+
+    def on_update(self, update: Any) -> None:
+        checkpoints = self._of(update.task_id)
+        if checkpoints is not None:
+            checkpoints.on_update(update)
+
+    def load(self, task: Any) -> Any:
+        checkpoints = self._of(task.id)
+        return None if checkpoints is None else checkpoints.load(task)
+
+    def save(self, task_id: str, tree: Any, stats: Any) -> Any:
+        checkpoints = self._of(task_id)
+        return None if checkpoints is None else checkpoints.save(task_id, tree, stats)
+
+    def discard(self, task_id: str) -> None:
+        checkpoints = self._of(task_id)
+        if checkpoints is not None:
+            checkpoints.discard(task_id)
+
+
 class Scheduler:
     """Runs jobs; thread-safe ``submit`` / ``cancel`` / ``shutdown`` from the web thread.
 
@@ -297,11 +326,14 @@ class Scheduler:
         return box
 
     def _run_local(self, lane: _Lane) -> None:
-        from search.driver import solve_many
+        """The lane's trees through the run layer (``search.resumable``): it writes each job's checkpoint as the
+        tree grows and when it stops early, and hands back what the trees had if the policy fails."""
+        from search.resumable import search_trees
 
-        for result in solve_many(_Feeder(self, lane), self.policy, self._sandbox, lane.config, self.value,
-                                 seed=lane.seed, on_update=lambda u: self._on_update(lane, u), stop=self._stop,
-                                 resume=lambda task: self._resume(lane, task)):
+        for result in search_trees(_Feeder(self, lane), self.policy, self._sandbox, lane.config, self.value,
+                                   seed=lane.seed, checkpoints=_LaneCheckpoints(self, lane),
+                                   resume=lambda task: self._resume(lane, task), discard_finished=False,
+                                   on_update=lambda u: self._on_update(lane, u), stop=self._stop):
             self._finish(lane, result)
 
     def _checkpoint(self, spec: JobSpec) -> Any:
@@ -366,10 +398,6 @@ class Scheduler:
                               f"{progress['answers']} answers so far")
             except OSError:
                 log.exception("job %s: could not write the partial tree", spec.job_id)
-        try:
-            self._checkpoint(spec).on_update(update)
-        except OSError:
-            log.exception("job %s: could not write its checkpoint", spec.job_id)
 
     def _finish(self, lane: _Lane, result: Any) -> None:
         job_id = result.task_id
@@ -380,7 +408,7 @@ class Scheduler:
         try:
             budget_spent = self._budget_spent(job_id)
             if self._closing and result.interrupted and job_id not in self._cancelled and not budget_spent:
-                self._checkpoint(spec).save(job_id, result.tree, result.stats)  # the next start continues it
+                # its checkpoint holds the whole tree (the run layer saved it; Ray trees cannot stop early)
                 self.store.requeue(job_id)  # stopped by the shutdown, not by the user: run it again next time
                 self.hub.drop(job_id)
                 return

@@ -107,7 +107,7 @@ def test_interrupted_run_resumes(bench_shared, tmp_path):
     from benchmarks.runs import report_dabench, run_dabench
     from jupiter.llm import load_policy
     from search import config_for_mode
-    from search.driver import solve_many
+    from search.resumable import search_trees
 
     script, _expected = dabench_script(bench_shared / "dabench", 4)
     policy = load_policy(f"replay:{write_json(tmp_path / 'replay.json', script)}")
@@ -121,7 +121,7 @@ def test_interrupted_run_resumes(bench_shared, tmp_path):
 
     def interrupted(tasks, *args, **kwargs):
         seen.append([t.id for t in tasks])
-        for count, result in enumerate(solve_many(tasks, *args, **kwargs), 1):
+        for count, result in enumerate(search_trees(tasks, *args, **kwargs), 1):
             yield result
             if count == 2 and len(seen) == 1:
                 raise Crash

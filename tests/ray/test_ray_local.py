@@ -151,8 +151,9 @@ def test_raising_worker_is_reused_and_a_hopeless_task_gives_up(ray_local, task_f
         for task in stream:
             if task.id == "T2":
                 raise RuntimeError(f"boom on {task.id}")
-            yield SimpleNamespace(task_id=task.id, tree=Tree(task), stats=SimpleNamespace(nodes=1, wall_seconds=0.0),
-                                  answer=None, correct=None, error=None)
+            yield SimpleNamespace(task_id=task.id, interrupted=False, tree=Tree(task),
+                                  stats=SimpleNamespace(nodes=1, wall_seconds=0.0), answer=None, correct=None,
+                                  error=None)
 
     summary = solve_tasks_ray(tasks, f"replay:{task_files[1]}", CONFIG, out, workers=1, progress=False,
                               solve_fn=solve_fn, max_retries=2)
