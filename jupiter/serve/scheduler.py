@@ -314,7 +314,7 @@ class Scheduler:
                 else:
                     self._run_local(lane)
             except Exception as exc:  # the policy or value model failed: the trees in flight are lost
-                log.exception("the driver failed; %d job(s) in flight fail", len(lane.in_flight))
+                log.exception("the search driver failed (%d job(s) still in flight fail)", len(lane.in_flight))
                 self.failures["driver"] += 1
                 for job_id in list(lane.in_flight):
                     self._fail(lane, job_id, f"the search driver failed: {type(exc).__name__}: {exc}")

@@ -243,7 +243,7 @@ class _Broken:
         return self.inner.generate(histories, params)
 
 
-def test_a_failing_policy_fails_the_jobs_in_flight_and_the_server_goes_on(tmp_path):
+def test_a_failing_policy_fails_the_jobs_in_flight_keeping_their_trees_and_the_server_goes_on(tmp_path):
     from jupiter.llm import load_replay
     from jupiter.serve.jobs import JobSpec
     from jupiter.serve.scheduler import Scheduler
@@ -272,6 +272,10 @@ def test_a_failing_policy_fails_the_jobs_in_flight_and_the_server_goes_on(tmp_pa
 
     first = wait(submit(1))
     assert first.status is JobStatus.FAILED and "model server down" in first.error
+    from search import load_tree
+
+    kept = load_tree(job_paths(tmp_path / "jobs", f"{1:032x}").output / "tree.json")
+    assert kept.task.question == SIMPLE_TASK["question"] and kept.root is not None  # its tree is written, not lost
     assert scheduler.failures["driver"] == 1 and scheduler.failures["job"] == 1
     second = wait(submit(2))
     scheduler.shutdown()
