@@ -3,7 +3,7 @@
     python search/collect.py --tasks nbqa.jsonl --out runs/collect --llm http://127.0.0.1:8000/v1#model=m
     ray job submit --working-dir . -- python search/collect.py --tasks nbqa.jsonl --out /shared/collect --llm ...
 
-The entry point that ``ray job submit`` runs; everything it does is ``search.collection`` (``--help`` lists the
+The entry point that ``ray job submit`` runs; everything it does is ``jupiter.commands.collect`` (``--help`` lists the
 flags, ``--print-config`` the settings, ``--dry-run`` the cost).
 """
 
@@ -17,7 +17,7 @@ if __package__ in (None, ""):  # run as a script (``python search/collect.py``):
     if _REPO not in sys.path:
         sys.path.insert(0, _REPO)
 
-from search.collection import main
+from jupiter.commands.collect import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,11 +20,11 @@ from typing import Any
 from tqdm import tqdm
 
 from jupiter.client import Client, ClientError, JobStatus
-from jupiter.commands.search_args import settings_from_args
+from jupiter.commands.search_args import FIELD_FLAGS, settings_from_args
 from jupiter.output_paths import RunFolderState, check_run_folder, default_run_dir, move_previous_run
 from jupiter.task import TaskError, load_task_file, read_setup
 from search.profiles import DEFAULT_PROFILE
-from search.settings import FIELD_FLAGS, JobSettings, LocalSettings
+from search.settings import JobSettings, LocalSettings
 
 __all__ = ["run_remote", "remote_settings"]
 

@@ -40,7 +40,7 @@ def test_output_folder_refuses_a_file_and_an_unwritable_place(tmp_path):
 
 
 def test_a_collection_refuses_a_file_as_its_out_before_ray_starts(tmp_path, capsys):
-    from search.collection import main
+    from jupiter.commands.collect import main
 
     task = tmp_path / "task.json"
     task.write_text(json.dumps({"id": "t", "question": "q?", "label": "@x[1]"}))

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from ray_fixtures import write_replay, write_tasks
 
+from jupiter.commands.collect import build_config, collect_parser, estimate_cost, main
 from search import Mode, SearchConfig, Tree
-from search.collection import build_config, collect_parser, estimate_cost, main
 from search.profiles import resolve_profile
 from search.ray_driver import RayResources, absolute_spec, plan_workers, policy_is_shared
 from search.ray_failures import classify_failure

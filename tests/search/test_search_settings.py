@@ -7,19 +7,12 @@ import argparse
 import pytest
 
 from jupiter.cli import build_parser
-from jupiter.commands.search_args import config_from_args
+from jupiter.commands.search_args import FIELD_FLAGS, add_search_arguments, config_from_args
 from jupiter.commands.solve_remote import remote_settings, run_remote
 from jupiter.task import TaskError
 from search import ConfigError, Mode, SearchConfig
 from search.profiles import PROFILES, profile_values, resolve_profile
-from search.settings import (
-    FIELD_FLAGS,
-    JobSettings,
-    LocalSettings,
-    add_search_arguments,
-    parse_job_settings,
-    resolve_settings,
-)
+from search.settings import JobSettings, LocalSettings, parse_job_settings, resolve_settings
 
 GIVEN = {"iterations": "7", "expansions": "2", "max_depth": "4", "c_puct": "0.5", "decision": "value",
          "vote_key": "format", "temperature": "0.3", "top_p": "0.9", "max_tokens": "64", "repeat_retries": "2",
@@ -61,7 +54,7 @@ def test_flag_help_shows_the_default_profile_value_per_mode():
 
 
 def test_seed_is_one_flag_the_same_in_solve_bench_and_collection():
-    from search.collection import collect_parser
+    from jupiter.commands.collect import collect_parser
 
     def command(parser: argparse.ArgumentParser, *names: str) -> argparse.ArgumentParser:
         for name in names:

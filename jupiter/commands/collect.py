@@ -21,10 +21,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from jupiter.commands.search_args import add_search_arguments, flag_message, settings_given
 from jupiter.output_paths import check_output_folder
 from jupiter.task import Task, TaskError, load_tasks
 from search.config import ConfigError, Mode, SearchConfig
-from search.settings import add_search_arguments, flag_message, resolve_settings, settings_from_args
+from search.settings import resolve_settings
 
 __all__ = ["CostEstimate", "estimate_cost", "build_config", "collect_parser", "main"]
 
@@ -133,7 +134,7 @@ def collect_parser() -> argparse.ArgumentParser:
 def build_config(args: argparse.Namespace) -> SearchConfig:
     """The SearchConfig of a collection from its arguments (COLLECT mode). Raises ``ConfigError`` naming the
     setting (``_flag_error`` turns it into the flag)."""
-    return resolve_settings(settings_from_args(args), args.profile, max_trees_in_flight=args.trees_per_worker,
+    return resolve_settings(settings_given(args), args.profile, max_trees_in_flight=args.trees_per_worker,
                             partial_credit=args.partial_credit or None)
 
 
