@@ -25,8 +25,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
+
+from jupiter.config_model import ConfigModel, Flag, PositiveFloat
 from jupiter.task import Task
 from search.checkpoints import CHECKPOINTS, DEFAULT_EVERY_S, TreeCheckpoints
 from search.config import SearchConfig, fit_context
@@ -63,8 +66,7 @@ _MB = 2**20
 _PER_WORKER_SCHEMES = ("http://", "https://", "replay:")
 
 
-@dataclass(frozen=True)
-class RayResources:
+class RayResources(ConfigModel):
     """What each actor asks Ray for. Memory is declared so that Ray's scheduler (not the kernel's OOM killer)
     decides how many workers fit on a node.
 
@@ -78,22 +80,12 @@ class RayResources:
             pinned. False: workers run wherever the kernel puts them (and a worker may keep several cores busy).
     """
 
-    worker_cpus: float = 1.0
-    worker_memory_mb: int = 2048
-    policy_cpus: float = 1.0
-    policy_memory_mb: int = 6144
-    value_memory_mb: int = 4096
-    pin_cpus: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("worker_cpus", "policy_cpus"):
-            if not (isinstance(getattr(self, name), (int, float)) and getattr(self, name) > 0):
-                raise ValueError(f"RayResources.{name}: must be a positive number, got {getattr(self, name)!r}")
-        if not isinstance(self.pin_cpus, bool):
-            raise ValueError(f"RayResources.pin_cpus: must be True or False, got {self.pin_cpus!r}")
-        for name in ("worker_memory_mb", "policy_memory_mb", "value_memory_mb"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 64):
-                raise ValueError(f"RayResources.{name}: must be an integer >= 64 (MiB), got {getattr(self, name)!r}")
+    worker_cpus: PositiveFloat = 1.0
+    worker_memory_mb: Annotated[int, Field(strict=True, ge=64)] = 2048  # MiB
+    policy_cpus: PositiveFloat = 1.0
+    policy_memory_mb: Annotated[int, Field(strict=True, ge=64)] = 6144
+    value_memory_mb: Annotated[int, Field(strict=True, ge=64)] = 4096
+    pin_cpus: Flag = True
 
 
 @dataclass(frozen=True)

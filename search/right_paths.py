@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jupiter.config_model import ConfigModel, PositiveInt
 from search.tree import Node, NodeStatus, Tree
 from search.tree_io import load_tree
 
@@ -26,13 +27,11 @@ __all__ = ["RightPathsConfig", "RightPathsReport", "right_path_rows", "collect_r
 _ROLE = {"user": "human", "assistant": "gpt"}
 
 
-@dataclass(frozen=True)
-class RightPathsConfig:
-    max_per_tree: int = 4  # distinct right paths kept per tree (in creation order), so no task dominates
+class RightPathsConfig(ConfigModel):
+    """Which right paths of a tree become SFT rows."""
 
-    def __post_init__(self) -> None:
-        if self.max_per_tree < 1:
-            raise ValueError(f"max_per_tree must be >= 1, got {self.max_per_tree}")
+    max_per_tree: PositiveInt = 4
+    """distinct right paths kept per tree (in creation order), so no task dominates"""
 
 
 @dataclass

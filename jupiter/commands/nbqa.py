@@ -343,7 +343,7 @@ def _add_right_paths(inner: argparse._SubParsersAction) -> None:
                                              "(`jupiter bench ... --mode collect` trees): self-training data")
     p.add_argument("trees", nargs="+", type=Path, help="tree files (a run folder's trees/*.json)")
     p.add_argument("-o", "--output", type=Path, required=True, help="SFT JSONL to write (for `jupiter sft`)")
-    p.add_argument("--max-per-tree", type=int, default=RightPathsConfig.max_per_tree,
+    p.add_argument("--max-per-tree", type=int, default=RightPathsConfig.model_fields["max_per_tree"].default,
                    help="distinct right paths kept per tree (default %(default)s)")
     p.set_defaults(handler=_run_right_paths)
 
