@@ -276,11 +276,12 @@ class ValueModel(nn.Module):
     @classmethod
     def create(cls, config: ModelConfig, device: str | torch.device | None = None,
                dtype: torch.dtype | None = None) -> ValueModel:
-        """A fresh model: the backbone from ``config.backbone``, new LoRA adapters, a new head."""
+        """A fresh model: the backbone from ``config.backbone`` (a folder, or a name such as ``default``, which
+        the saved model keeps), new LoRA adapters, a new head."""
         from peft import LoraConfig, get_peft_model
 
         device = pick_device(device)
-        lm = _load_backbone(config.backbone, dtype or pick_dtype(device))
+        lm = _load_backbone(resolve_backbone(config.backbone), dtype or pick_dtype(device))
         lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                           target_modules=list(config.lora_targets), bias="none",
                           layers_to_transform=None if config.lora_layers is None else list(config.lora_layers))
@@ -326,6 +327,9 @@ class ValueModel(nn.Module):
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        # the adapter names its base as the model's config does ("default", not this machine's cache folder)
+        for adapter_config in self.peft_model.peft_config.values():
+            adapter_config.base_model_name_or_path = str(self.config.backbone)
         self.peft_model.save_pretrained(str(directory / ADAPTER_DIR), safe_serialization=True)
         state = {f"value_head.{k}": v.detach().to("cpu", torch.float32).contiguous()
                  for k, v in self.head.state_dict().items()}

@@ -37,7 +37,7 @@ from value_model.config import ModelConfig, TrainConfig
 from value_model.data import EncodedSample, encode_samples, sorted_batches
 from value_model.data import collate as pad_batch
 from value_model.extract import Sample
-from value_model.model import ModelLoadError, ValueModel, load_tokenizer, pick_device
+from value_model.model import ModelLoadError, ValueModel, load_tokenizer, pick_device, resolve_backbone
 from value_model.trainer import (
     EpochMetrics,
     EpochStats,
@@ -201,7 +201,7 @@ def train_value_model(samples: Sequence[Sample], model_config: ModelConfig, conf
 def _train(samples: Sequence[Sample], model_config: ModelConfig, config: TrainConfig, output_dir: Path,
            device: torch.device, resume: bool, model: ValueModel | None) -> TrainResult:
     train_samples, eval_samples = split_samples(samples, config.eval_fraction, config.seed)
-    tokenizer = load_tokenizer(model_config.backbone)
+    tokenizer = load_tokenizer(resolve_backbone(model_config.backbone))
     train_enc = encode_samples(train_samples, tokenizer, model_config)
     eval_enc = encode_samples(eval_samples, tokenizer, model_config)
     plan = plan_batches(train_enc, [tree_of(s) for s in train_samples], config.pack_tokens, config.packing)

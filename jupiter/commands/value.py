@@ -199,7 +199,10 @@ def run_train(args: argparse.Namespace) -> int:
     from value_model.train import TrainingInterrupted, train_value_model
 
     try:
-        model_config = ModelConfig(backbone=resolve_backbone(args.base), lora_r=args.lora_r,
+        resolved = resolve_backbone(args.base)  # a bad --base fails here, before the samples are read
+        # a named model ("default") is kept by name, so the saved model loads on any machine
+        backbone = str(args.base) if resolved != str(args.base) and not Path(args.base).exists() else resolved
+        model_config = ModelConfig(backbone=backbone, lora_r=args.lora_r,
                                    lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
                                    max_tokens=args.max_tokens, template=args.template)
         result = train_value_model(samples, model_config, train_config, args.out, resume=not args.no_resume)

@@ -26,3 +26,13 @@ def test_a_value_model_in_the_repository_holds_its_weights(folder: Path) -> None
     names = [str((folder / name).relative_to(REPO)) for name in WEIGHTS]
     ignored = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=REPO, capture_output=True, text=True)
     assert ignored.stdout.strip() == "", f"ignored by git, so never committed: {ignored.stdout.split()}"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[str(f.relative_to(REPO)) for f in FOLDERS])
+def test_a_value_model_in_the_repository_names_its_backbone_not_a_folder_of_the_machine_that_trained_it(
+        folder: Path) -> None:
+    import json
+
+    backbone = json.loads((folder / "value_config.json").read_text())["backbone"]
+    base = json.loads((folder / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"]
+    assert not Path(backbone).is_absolute() and base == backbone, (backbone, base)

@@ -47,6 +47,9 @@ def test_train_then_score_end_to_end(tmp_path: Path, capsys, backbone: str) -> N
                  "--batch-size", "2", "--grad-accum", "1", "--max-tokens", "128", "--eval-fraction", "0",
                  "--device", "cpu"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # the embedded backbone is kept by name, so the model loads on another machine (no cache path of this one)
+    assert json.loads((model / "value_config.json").read_text())["backbone"] == "default"
+    assert json.loads((model / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == "default"
     # the tree's 4 paths are one pack (tree packing is the default): one batch, one optimizer step per epoch
     assert report["steps"] == 1
     [epoch] = report["epochs"]
