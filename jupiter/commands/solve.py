@@ -45,7 +45,6 @@ from search.checkpoints import CHECKPOINTS, SavedSearch, TreeCheckpoints
 from search.config import fit_context
 from search.loaders import load_value, sandbox_config
 from search.outputs import write_outputs
-from search.ray_manifest import Manifest, TaskStatus
 from search.resumable import search_trees
 
 __all__ = ["add_parser", "run", "solve_local", "solve_on_ray"]
@@ -156,6 +155,8 @@ def solve_on_ray(args: argparse.Namespace) -> int:
 def _ray_failure_line(out: Path, task_ids: list[str], llm: str) -> str:
     """One line for a Ray batch in which trees failed: how many, the backend, the first failure's cause, and
     where the record is (``manifest.jsonl``: every attempt's status and error; a rerun retries them)."""
+    from search.ray_manifest import Manifest, TaskStatus  # Ray's run record: a local solve never loads it
+
     manifest = Manifest(out)
     latest = manifest.latest()
     failed = [latest[i] for i in task_ids if i in latest and latest[i].status is not TaskStatus.OK]
