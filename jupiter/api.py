@@ -20,7 +20,7 @@ import hashlib
 import html
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,14 +123,16 @@ def _write_data(data: Any, folder: Path) -> list[Path]:
 def solve(question: str, files: Sequence[str | Path] = (), data: Any = None, constraints: str | None = None,
           format: str | None = None, label: str | None = None, llm: Any = "default",
           value_model: str | Path | None = None, out: str | Path | None = None, seed: int = 0,
-          progress: bool = True, mode: str = "infer", **settings: Any) -> Result:
+          progress: bool = True, mode: str = "infer", on_progress: Callable[[int, int], None] | None = None,
+          **settings: Any) -> Result:
     """Search ``question`` over ``files`` (paths) and ``data`` (DataFrames) and return a ``Result``.
 
     ``llm``: a policy spec as ``jupiter solve --llm`` takes (``default``: the embedded model), or a policy object
     (``search.PolicyLike``); ``value_model``:
     ``default``, ``none`` or a folder; ``settings``: search settings by field name (``iterations=8``,
     ``expansions=2``, ``max_tokens=128``, ...; ``search.SearchConfig``). The run folder (``out``, default
-    ``runs/<task>-<time>``) gets the files ``jupiter solve`` writes.
+    ``runs/<task>-<time>``) gets the files ``jupiter solve`` writes. ``on_progress(done, total)`` is called after
+    every step with the iterations done and the budget (the MCP tool reports them as progress).
     """
     from search import config_for_mode
     from search.config import fit_context
@@ -152,11 +154,11 @@ def solve(question: str, files: Sequence[str | Path] = (), data: Any = None, con
     policy = _policy(llm)
     # a caller's own policy object may not know its window (jupiter.llm's policies do)
     config = fit_context(config_for_mode(mode, **settings), getattr(policy, "context_window", None))
-    return _search(task, policy, llm, value, config, folder, seed, progress)
+    return _search(task, policy, llm, value, config, folder, seed, progress, on_progress)
 
 
 def _search(task: Task, policy: Any, llm: Any, value: Any, config: Any, folder: Path, seed: int,
-            progress: bool) -> Result:
+            progress: bool, on_progress: Callable[[int, int], None] | None = None) -> Result:
     import nbformat
     from tqdm.auto import tqdm
 
@@ -170,6 +172,8 @@ def _search(task: Task, policy: Any, llm: Any, value: Any, config: Any, folder: 
     def step(done: Any) -> None:
         bar.n = done.iterations
         bar.refresh()
+        if on_progress is not None:
+            on_progress(min(done.iterations, config.iterations), config.iterations)
 
     results: list[Any] = []
     try:

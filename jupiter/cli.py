@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "nbqa": "jupiter.commands.nbqa",
     "bench": "jupiter.commands.bench",
     "serve": "jupiter.commands.serve",
+    "mcp": "jupiter.commands.mcp",
     "sft": "jupiter.commands.sft",
     "doctor": "jupiter.commands.doctor",
 }
