@@ -16,7 +16,10 @@ group gets SIGKILL, a new server starts on the same ``--db`` and port, and the c
 while it is down). It must end with N done, no job lost, and no job run twice to completion: a job that was
 done before the kill keeps its finish time and its single attempt; the database is read directly at the end.
 
-    python benchmarks/perf/serve_load.py --json [--tasks 200 --clients 20] [--kill-restart] [--no-batch]
+``--chat N`` (20 by default) adds N streamed chat requests sent at once through the official ``openai`` SDK to the
+OpenAI-compatible endpoint: all answered, none lost, and the time to each one's first streamed chunk.
+
+    python benchmarks/perf/serve_load.py --json [--tasks 200 --clients 20] [--kill-restart] [--no-batch] [--chat 20]
 """
 
 from __future__ import annotations
@@ -509,6 +512,63 @@ def run_batch(tasks: int, settings: dict[str, Any], max_trees: int | None) -> di
             **memory}
 
 
+def run_chat(requests_: int, settings: dict[str, Any], workdir: Path, timeout: float,
+             server_flags: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``requests_`` streamed chat requests at once through the official ``openai`` SDK against a fresh server
+    (``POST /v1/chat/completions``, the bundled task's file as a base64 part): how many were answered, lost or
+    failed, and the time to each one's first streamed chunk."""
+    import base64
+
+    import openai
+
+    db = workdir / "chat" / "jobs.sqlite"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    server = start_server(db, extra=server_flags)
+    task = json.loads(EXAMPLE_TASK.read_text(encoding="utf-8"))
+    data = base64.b64encode((EXAMPLE_DATA / "test_ave.csv").read_bytes()).decode()
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": task["question"]},
+        {"type": "file", "file": {"filename": "test_ave.csv", "file_data": data}}]}]
+    first_ms: list[float] = []
+    answers: list[str] = []
+    errors: list[str] = []
+    start = threading.Barrier(requests_)
+
+    def one() -> None:
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0, timeout=timeout)
+        start.wait()
+        began = time.perf_counter()
+        try:
+            stream = client.chat.completions.create(
+                model="jupiter-mcts", messages=messages, stream=True,
+                extra_body={"format": task["format"], "constraints": task.get("constraints", ""),
+                            "settings": settings})
+            content = []
+            for n, chunk in enumerate(stream):
+                if n == 0:
+                    first_ms.append((time.perf_counter() - began) * 1000)
+                content += [c.delta.content or "" for c in chunk.choices]
+            answers.append("".join(content).split("\n", 1)[0])
+        except Exception as exc:  # counted, not raised: the run reports every request's fate
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    began = time.perf_counter()
+    try:
+        threads = [threading.Thread(target=one) for _ in range(requests_)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout)
+        seconds = time.perf_counter() - began
+        jobs = _db_jobs(db)
+    finally:
+        server.stop()
+    return {"requests": requests_, "answered": sum(bool(a) for a in answers), "failed": len(errors),
+            "lost": requests_ - len(answers) - len(errors), "jobs_in_db": len(jobs),
+            "right": sum(a == task["label"] for a in answers), "errors": errors[:3], "seconds": round(seconds, 2),
+            "first_chunk_ms": _percentiles(first_ms)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print one JSON object (the only output mode)")
@@ -531,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
                              "(default 30: a burst right after a full run was twice as slow on the server's side)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds a run may take at most")
     parser.add_argument("--workdir", type=Path, default=None, help="where the databases go (default: a temp dir)")
+    parser.add_argument("--chat", type=int, default=20, metavar="N",
+                        help="also N streamed chat requests at once through the openai SDK (0: skip)")
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.clients < 1:
         parser.error("--tasks and --clients must be >= 1")
@@ -551,6 +613,9 @@ def main(argv: list[str] | None = None) -> int:
             served = result["load"]["trees_per_s"] or 0.0
             result["served_over_batch"] = round(served / result["batch"]["trees_per_s"], 3) \
                 if result["batch"]["trees_per_s"] else None
+        if args.chat > 0:
+            time.sleep(args.settle)
+            result["chat"] = with_machine(lambda: run_chat(args.chat, settings, workdir, args.timeout, flags))
         if args.kill_restart:
             time.sleep(args.settle)
             result["kill_restart"] = with_machine(
@@ -570,6 +635,10 @@ def main(argv: list[str] | None = None) -> int:
         targets["restart_all_done_none_lost_none_rerun"] = (
             kr["db_done"] == args.tasks and kr["db_rows"] == args.tasks and not kr["lost"]
             and not kr["rerun_after_done"])
+    if "chat" in result:
+        chat = result["chat"]
+        targets["chat_all_answered_none_lost"] = chat["answered"] == args.chat and chat["lost"] == 0
+        targets["chat_first_chunk_p99_lt_1s"] = (chat["first_chunk_ms"]["p99"] or 1e9) < 1000
     result["targets"] = targets
     print(json.dumps(result))
     return 0

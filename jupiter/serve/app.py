@@ -58,6 +58,7 @@ from jupiter.serve.jobs import (
     search_config,
 )
 from jupiter.serve.metrics import MetricsSnapshot, cache_hit_rate, content_type, render_metrics
+from jupiter.serve.openai_api import add_openai_routes
 from jupiter.serve.scheduler import Scheduler
 from jupiter.serve.store import JobRecord, JobStatus, JobStore
 from jupiter.serve.timing import ServerTiming
@@ -239,6 +240,7 @@ def create_app(config: ServeConfig, policy: Any = None, value: Any = None,
                   description="Tree search over notebook states, as a service. Submit a task, follow its tree, "
                               "download the notebook.")
     _routes(app)
+    add_openai_routes(app, _server, _submit_job)
     _document_settings(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")
 
@@ -462,10 +464,10 @@ async def _accept(form: Any, server: ServerState) -> JSONResponse:
     settings_field = form.get("settings")
     if settings_field is not None and not isinstance(settings_field, str):
         settings_field = (await settings_field.read()).decode("utf-8")
+    # refuse bad settings early (_submit_job): the job records every setting's effective value (the profile's
+    # where not sent)
     settings = parse_settings(settings_field)
-    # refuse bad settings early; the job records every setting's effective value (the profile's where not sent)
-    settings = effective_settings(search_config(settings, config.profile, config.max_trees, config.cell_timeout),
-                                  settings)
+    effective_settings(search_config(settings, config.profile, config.max_trees, config.cell_timeout), settings)
     uploads = [f for f in form.getlist("files") if not isinstance(f, str)]
     if len(form.getlist("files")) != len(uploads):
         raise SubmissionError("files: each 'files' field must be a file upload")
@@ -479,6 +481,17 @@ async def _accept(form: Any, server: ServerState) -> JSONResponse:
     if total > config.max_upload_bytes:
         raise SubmissionError(f"upload too large: files total {total} bytes; the limit is "
                               f"{config.max_upload_mb:g} MB", status=413)
+    job_id = await _submit_job(server, task_text, uploads, names, settings)
+    return JSONResponse({"id": job_id, "status": JobStatus.QUEUED.value}, status_code=202)
+
+
+async def _submit_job(server: ServerState, task_text: str, uploads: list[Any], names: list[str],
+                      settings: dict[str, Any]) -> str:
+    """Register a job (task JSON, its files, its settings, checked) and queue it; its id. ``POST /v1/tasks`` and
+    the OpenAI chat endpoint both submit through here."""
+    config = server.config
+    settings = effective_settings(search_config(settings, config.profile, config.max_trees, config.cell_timeout),
+                                  settings)
     record = parse_task_json(task_text)
     job_id = uuid.uuid4().hex
     # Files, task loading, the database row and the queue all block (disk, SQLite's lock that the driver
@@ -486,7 +499,7 @@ async def _accept(form: Any, server: ServerState) -> JSONResponse:
     # the server's registration thread (REGISTER_THREADS says why one).
     await asyncio.get_running_loop().run_in_executor(
         server.registrar, functools.partial(_register_job, server, job_id, task_text, record, uploads, names, settings))
-    return JSONResponse({"id": job_id, "status": JobStatus.QUEUED.value}, status_code=202)
+    return job_id
 
 
 def _register_job(server: ServerState, job_id: str, task_text: str, record: Any, uploads: list[Any],
