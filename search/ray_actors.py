@@ -122,9 +122,11 @@ class TaskQueue:
     def __init__(self, items: list[tuple[Task, int]]) -> None:
         self._pending: collections.deque[tuple[Task, int]] = collections.deque(items)
         self._taken: dict[str, dict[str, tuple[Task, int]]] = {}
+        self._asked: set[str] = set()
 
     def take(self, worker: str) -> tuple[Task, int] | None:
         """The next (task, attempt) for ``worker``, or None when nothing is pending."""
+        self._asked.add(worker)
         if not self._pending:
             return None
         item = self._pending.popleft()
@@ -144,6 +146,10 @@ class TaskQueue:
 
     def pending(self) -> int:
         return len(self._pending)
+
+    def asked(self, worker: str) -> bool:
+        """Whether ``worker`` ever asked for a task (the driver's check that its ``run`` call is executing)."""
+        return worker in self._asked
 
 
 class RemotePolicy:

@@ -152,11 +152,25 @@ def plan_workers(cluster: dict[str, float], resources: RayResources, shared_poli
     return max(1, min(by_cpu, by_memory, tasks))
 
 
+#: Seconds a started worker may hold its ``run`` call without asking the queue for a task: far more than a
+#: started actor needs (it asks first thing), so a worker past it is stuck, and is replaced instead of awaited.
+FIRST_TAKE_S = 60.0
+
+
 @dataclass
 class _Slot:
+    """One tree worker: its handle, the probe that says it started, and its ``run`` stream once submitted.
+
+    ``run`` is submitted only after the probe (``pid``) answered, so a worker still being created never holds a
+    call; ``asked`` turns true once the queue has seen it ask for a task (its ``run`` is executing)."""
+
     name: str
     handle: Any
+    probe: Any = None
+    started: bool = False
     stream: Any = None
+    run_since: float = 0.0
+    asked: bool = False
 
 
 @dataclass
@@ -269,12 +283,12 @@ class _Run:
             checkpoint_dir=self.checkpoints_dir, checkpoint_every_s=self.checkpoint_every_s,
             pin_cpus=self.resources.worker_cpus if self.resources.pin_cpus else None,
         )
-        return _Slot(name, handle)
+        return _Slot(name, handle, probe=handle.pid.remote())
 
     def _wait_for_placement(self, timeout_s: float = 60.0) -> None:
         """Warn (once, naming the resources) when workers cannot be placed: Ray would wait silently."""
-        probes = {slot.handle.pid.remote(): slot.name for slot in self.slots}
-        _ready, waiting = self.ray.wait(list(probes), num_returns=len(probes), timeout=timeout_s)
+        probes = [slot.probe for slot in self.slots]
+        _ready, waiting = self.ray.wait(probes, num_returns=len(probes), timeout=timeout_s)
         if waiting:
             log.warning("%d of %d worker(s) not started after %.0f s: the cluster lacks %s CPU(s) and %d MiB per "
                         "worker (check `ray status`; lower --workers or --worker-memory-mb)", len(waiting),
@@ -296,18 +310,53 @@ class _Run:
         ray = self.ray
         while True:
             pending = ray.get(self.queue.pending.remote())
+            self._note_started()
             for slot in self.slots:
-                if slot.stream is None and pending > 0:
+                if slot.stream is None and slot.started and pending > 0:
                     slot.stream = slot.handle.run.remote(self.queue)
+                    slot.run_since, slot.asked = time.monotonic(), False
             if pending > 0 and not self.slots:
                 self._give_up_pending(DeathCause.UNKNOWN, "no worker left to run the task")
                 continue
             streams = {s.stream: s for s in self.slots if s.stream is not None}
-            if not streams:
+            starting = [s.probe for s in self.slots if not s.started] if pending > 0 else []
+            if not streams and not starting:
                 return
-            ready, _ = ray.wait(list(streams), num_returns=1, timeout=1.0)
-            for stream in ready:
-                self._receive(streams[stream])
+            ready, _ = ray.wait(list(streams) + starting, num_returns=1, timeout=1.0)
+            for ref in ready:
+                if ref in streams:
+                    self._receive(streams[ref])
+            self._replace_stuck()
+
+    def _note_started(self) -> None:
+        """Mark the workers whose probe answered; a worker that died while starting is handled as a death."""
+        for slot in [s for s in self.slots if not s.started]:
+            done, _ = self.ray.wait([slot.probe], timeout=0)
+            if not done:
+                continue
+            try:
+                self.ray.get(slot.probe)
+            except Exception as exc:  # it died in its constructor (bad spec, no memory): Ray's errors are data
+                self._worker_failed(slot, exc)
+                continue
+            slot.started = True
+
+    def _replace_stuck(self) -> None:
+        """Replace a started worker that held its ``run`` call for ``FIRST_TAKE_S`` without asking for a task.
+
+        Why: under load Ray has been seen to leave a replacement worker idle with its ``run`` call never
+        executed; the driver then waited on that stream for ever. Such a worker took nothing, so nothing is lost.
+        """
+        late = [s for s in self.slots if s.stream is not None and not s.asked
+                and time.monotonic() - s.run_since > FIRST_TAKE_S]
+        for slot in late:
+            if self.ray.get(self.queue.asked.remote(slot.name)):
+                slot.asked = True
+                continue
+            log.warning("worker %s asked for no task %.0f s after its run call: replacing it", slot.name,
+                        FIRST_TAKE_S)
+            self.tally.deaths[DeathCause.UNKNOWN.value] += 1
+            self._drop(slot)
 
     def _receive(self, slot: _Slot) -> None:
         try:
@@ -380,8 +429,12 @@ class _Run:
                 retry.append((task, attempt + 1))
         if retry:
             self.ray.get(self.queue.put_front.remote(retry))
-        if cause is DeathCause.ERROR and self._alive(slot):
+        if cause is DeathCause.ERROR and slot.started and self._alive(slot):
             return  # the worker raised but lives: it takes tasks again on the next loop
+        self._drop(slot)
+
+    def _drop(self, slot: _Slot) -> None:
+        """Kill ``slot``'s worker and start another in its place (a bounded number of times)."""
         self.slots.remove(slot)
         self._kill(slot.handle)
         if self.spawned < self.max_spawns:

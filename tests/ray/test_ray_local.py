@@ -166,3 +166,36 @@ def test_raising_worker_is_reused_and_a_hopeless_task_gives_up(ray_local, task_f
     assert summary.gave_up == 1 and summary.worker_deaths == {"error": 3}
     assert sorted(r.task_id for r in records if r.status is TaskStatus.OK) == ["T0", "T1", "T3"]
     assert {r.worker for r in records} == {"w0"}  # the raising worker was reused, never replaced
+
+
+def test_a_worker_that_never_asks_for_a_task_is_replaced_instead_of_awaited(ray_local, task_files, tmp_path,
+                                                                            monkeypatch):
+    """A started worker whose run call never reaches the queue (seen under load: Ray left a replacement idle and
+    the driver waited for ever) is replaced after ``FIRST_TAKE_S``; its replacement delivers every tree."""
+    import search.ray_driver as ray_driver
+
+    monkeypatch.setattr(ray_driver, "FIRST_TAKE_S", 3.0)
+    tasks = load_tasks(task_files[0])[:3]
+    out = tmp_path / "collect"
+
+    def solve_fn(stream, context):
+        import time as clock
+        from types import SimpleNamespace
+
+        from search.tree import Tree
+
+        if context.worker == "w0":  # the stuck one: holds its call and never pulls
+            clock.sleep(600)
+        for task in stream:
+            yield SimpleNamespace(task_id=task.id, interrupted=False, tree=Tree(task),
+                                  stats=SimpleNamespace(nodes=1, wall_seconds=0.0), answer=None, correct=None,
+                                  error=None)
+
+    started = time.monotonic()
+    summary = solve_tasks_ray(tasks, f"replay:{task_files[1]}", CONFIG, out, workers=1, progress=False,
+                              solve_fn=solve_fn)
+    assert time.monotonic() - started < 120
+    records = Manifest(out).read()
+    assert sorted(r.task_id for r in records if r.status is TaskStatus.OK) == ["T0", "T1", "T2"]
+    assert {r.worker for r in records} == {"w1"} and summary.retries == 0  # w0 took nothing: nothing to retry
+    assert summary.worker_deaths == {DeathCause.UNKNOWN.value: 1}
