@@ -43,6 +43,7 @@ from jupiter.config_model import ConfigModel, Flag
 from jupiter.task import Task
 from search.checkpoints import CHECKPOINTS, DEFAULT_EVERY_S, TreeCheckpoints
 from search.loaders import sandbox_config, sandbox_factory
+from search.protocols import Named
 
 __all__ = ["RunOptions", "RunOutcome", "run_loop", "solver_for", "RayUnavailableError", "write_run_info",
            "record_failure", "describe_backend"]
@@ -146,7 +147,7 @@ def write_run_info(out_dir: Path, info: dict[str, Any]) -> None:
 
 def describe_backend(policy: Any, llm: str = "") -> str:
     """The policy as a failure record names it: ``vllm (--llm default)``, or the spec alone (Ray)."""
-    name = str(getattr(policy, "name", "") or (type(policy).__name__ if policy is not None else ""))
+    name = policy.name if isinstance(policy, Named) else type(policy).__name__ if policy is not None else ""
     if name and llm:
         return f"{name} (--llm {llm})"
     return name or (f"--llm {llm}" if llm else "")

@@ -152,8 +152,11 @@ def solve(question: str, files: Sequence[str | Path] = (), data: Any = None, con
                 files=tuple(inputs), label=label).with_files_checked()
     value = _value(value_model)
     policy = _policy(llm)
-    # a caller's own policy object may not know its window (jupiter.llm's policies do)
-    config = fit_context(config_for_mode(mode, **settings), getattr(policy, "context_window", None))
+    from jupiter.llm.base import BasePolicy
+
+    # a caller's own policy object has no declared window; jupiter.llm's policies declare theirs
+    window = policy.context_window if isinstance(policy, BasePolicy) else None
+    config = fit_context(config_for_mode(mode, **settings), window)
     return _search(task, policy, llm, value, config, folder, seed, progress, on_progress)
 
 

@@ -123,6 +123,9 @@ class BasePolicy:
     choice: PolicyChoice | None = None
     #: the longest prompt + completion the backend takes, in tokens, where it has a fixed one (vLLM)
     context_window: int | None = None
+    #: the model it runs, for reports: a local backend's folder, or the served model an HTTP spec names (None:
+    #: not one model, or a name only the server knows; reading it never asks a server)
+    model_ref: str | None = None
 
     def __init__(self) -> None:
         self._usage = UsageCounter()

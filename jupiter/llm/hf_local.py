@@ -180,6 +180,7 @@ class HfPolicy(BasePolicy):
         else:
             model_dir = Path(config.model_dir)
         self.model_dir = model_dir
+        self.model_ref = str(model_dir)
         self.nucleus = config.nucleus
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self.tokenizer.padding_side = "left"

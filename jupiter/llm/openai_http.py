@@ -148,6 +148,7 @@ class HttpPolicy(BasePolicy):
     def __init__(self, config: HttpConfig, sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__()
         self.config = config
+        self.model_ref = config.model
         self._template = template_by_name(config.template)
         self._pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="jupiter-http")
         self._endpoint = Endpoint(config.base_url, api_key=config.resolved_api_key(),

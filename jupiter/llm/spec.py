@@ -90,14 +90,14 @@ def load_policy(spec: str) -> BasePolicy:
     if spec in ("default", "default-base"):
         return _load_default(spec)
     policy = _load(spec)
-    return _remember(policy, PolicyChoice(requested=spec, spec=spec, backend=policy.name, model=_model_of(policy)))
+    return _remember(policy, PolicyChoice(requested=spec, spec=spec, backend=policy.name, model=policy.model_ref))
 
 
 def describe_policy(policy: BasePolicy) -> dict[str, Any]:
     """What ran, for ``result.json``: ``{"requested", "spec", "backend", "model", "note"}`` as ``load_policy``
     resolved it (a backend built directly is named by its own name)."""
     name = policy.name
-    return (policy.choice or PolicyChoice(name, name, name, _model_of(policy))).to_dict()
+    return (policy.choice or PolicyChoice(name, name, name, policy.model_ref)).to_dict()
 
 
 def _load_default(which: str = "default") -> BasePolicy:
@@ -122,26 +122,17 @@ def _load_default(which: str = "default") -> BasePolicy:
             note = f"vLLM failed to start: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             log.warning("--llm %s: %s; using transformers, which is several times slower", which, note)
         else:
-            return _remember(policy, PolicyChoice(which, vllm_spec, "vllm", _model_of(policy),
+            return _remember(policy, PolicyChoice(which, vllm_spec, "vllm", policy.model_ref,
                                                   "fastest backend installed"))
     policy = _load(hf_spec)
     note = note or (f"forced by ${DEFAULT_ENV}" if forced else None)
-    return _remember(policy, PolicyChoice(which, hf_spec, "hf", _model_of(policy), note))
+    return _remember(policy, PolicyChoice(which, hf_spec, "hf", policy.model_ref, note))
 
 
 def _remember(policy: BasePolicy, choice: PolicyChoice) -> BasePolicy:
     policy.choice = choice
     log.info("%s", choice.line())
     return policy
-
-
-def _model_of(policy: Any) -> str | None:
-    """The model folder of a local backend, or the model an HTTP spec names (never asks a server)."""
-    for value in (getattr(policy, "model_dir", None), getattr(getattr(policy, "config", None), "model_dir", None),
-                  getattr(getattr(policy, "config", None), "model", None)):
-        if isinstance(value, (str, Path)):
-            return str(value)
-    return None
 
 
 def _load(spec: str) -> BasePolicy:

@@ -181,6 +181,7 @@ class VllmPolicy(BasePolicy):
         else:
             model_dir = Path(config.model_dir)
         self.model_dir = model_dir
+        self.model_ref = str(model_dir)
         memory: dict[str, Any] = (
             {"kv_cache_memory_bytes": config.kv_cache_mb * 2**20}
             if config.kv_cache_mb is not None

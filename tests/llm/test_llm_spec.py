@@ -72,7 +72,7 @@ class _Loaded:
 
     def __init__(self, spec):
         self.name = spec.split(":")[0]
-        self.model_dir = f"/models/{spec}"
+        self.model_ref = f"/models/{spec}"
 
 
 def _fake_loader(monkeypatch, failing=()):

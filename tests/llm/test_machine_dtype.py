@@ -37,7 +37,7 @@ def test_a_dtype_in_the_spec_wins_and_none_means_the_machines(monkeypatch, tmp_p
     built: list[HfConfig] = []
 
     class _Loaded:
-        name, model_dir = "hf", tmp_path
+        name, model_ref = "hf", str(tmp_path)
 
     monkeypatch.setattr("jupiter.llm.hf_local.HfPolicy", lambda config: built.append(config) or _Loaded())
     (tmp_path / "config.json").write_text("{}")
