@@ -62,7 +62,7 @@ class TreeOutcome:
     attempt: int
     worker: str
     pid: int  # the worker's process id (logs, tests)
-    tree: Tree  # sandbox states dropped
+    tree: Tree  # execution records dropped
     nodes: int
     seconds: float
     best_reward: float | None
@@ -279,8 +279,7 @@ class TreeWorker:
             if self._capture is not None:  # read before the executions (the capture's keys) are dropped below
                 files = submission_files(self._capture, tree.nodes)
                 self._capture.forget(tree.nodes)
-            for node in tree.nodes:
-                node.state = None
+            for node in tree.nodes:  # the records stay here: the driver writes the tree's files
                 node.execution = None
             stats = result.stats
             yield TreeOutcome(
