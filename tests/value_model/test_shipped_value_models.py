@@ -36,3 +36,37 @@ def test_a_value_model_in_the_repository_names_its_backbone_not_a_folder_of_the_
     backbone = json.loads((folder / "value_config.json").read_text())["backbone"]
     base = json.loads((folder / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"]
     assert not Path(backbone).is_absolute() and base == backbone, (backbone, base)
+
+
+DEFAULT = REPO / "jupiter" / "value_models" / "default"
+
+
+def test_the_shipped_default_value_model_is_the_one_its_readme_names_by_hash() -> None:
+    """The README beside the shipped model gives the sha256 of each weight file: the model in the package is the
+    one the documented command made, byte for byte."""
+    import hashlib
+    import re
+
+    readme = (DEFAULT / "README.md").read_text(encoding="utf-8")
+    for name in ("adapter/adapter_model.safetensors", "value_head.safetensors"):
+        digest = hashlib.sha256((DEFAULT / name).read_bytes()).hexdigest()
+        listed = re.search(rf"`{re.escape(name)}`[^\n]*?([0-9a-f]{{64}})", readme)
+        assert listed, f"{name}: no sha256 in {DEFAULT / 'README.md'}"
+        assert listed.group(1) == digest, name
+
+
+def test_value_model_default_loads_the_shipped_model_and_scores_real_states(backbone: str) -> None:
+    """``--value-model default`` is the folder in the package, loaded onto the embedded backbone as ``--llm
+    default`` is; it gives each state a finite value in [-1, 1], and different states different values."""
+    import gzip
+    import json
+    import math
+
+    from search.loaders import load_value
+
+    with gzip.open(REPO / "data" / "value_model" / "vm5-part1" / "samples.jsonl.gz", "rt", encoding="utf-8") as f:
+        rows = [json.loads(next(f)) for _ in range(3)]
+    scorer = load_value("default", device="cpu")
+    values = scorer.evaluate([row["messages"] for row in rows])
+    assert len(values) == 3 and all(math.isfinite(v) and -1.0 <= v <= 1.0 for v in values)
+    assert len({round(v, 6) for v in values}) > 1
