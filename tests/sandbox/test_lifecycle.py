@@ -28,9 +28,17 @@ def _wait_gone(pids: set[int], seconds: float = 10.0) -> set[int]:
     deadline = time.monotonic() + seconds
     alive = set(pids)
     while alive and time.monotonic() < deadline:
-        alive = {p for p in alive if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE}
+        alive = {p for p in alive if _running(p)}
         time.sleep(0.05)
     return alive
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (not a zombie); a process that ends between the checks is gone, not an error."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, FileNotFoundError):  # psutil can let the vanished /proc file's error through
+        return False
 
 
 def test_state_cycles_return_fds_and_processes_to_baseline():
