@@ -31,6 +31,7 @@ from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.search_args import (
     add_checkpoint_argument,
     add_search_arguments,
+    add_value_dtype_argument,
     add_value_model_argument,
     config_from_args,
     print_config,
@@ -59,6 +60,7 @@ def _common(parser: argparse.ArgumentParser, benchmark: str) -> None:
                         help="policy spec: default | replay:FILE.json | http://HOST:PORT/v1#model=NAME | vllm:DIR | "
                              "hf:DIR")
     add_value_model_argument(parser)
+    add_value_dtype_argument(parser)
     add_search_arguments(parser)
     parser.set_defaults(bench_defaults=BENCH_DEFAULTS[benchmark])
     parser.add_argument("--concurrency", type=int, help="trees searched together (one batched model call per step)")
@@ -155,6 +157,7 @@ def _run_info(args: argparse.Namespace, benchmark: str, config: Any, data: Path 
         "benchmark": benchmark,
         "llm": args.llm,
         "value_model": str(args.value_model) if args.value_model else None,
+        "value_dtype": args.value_dtype if args.value_model else None,
         "mode": args.mode,
         "profile": args.profile,
         "data": str(data) if data else None,
@@ -243,7 +246,7 @@ def _run(args: argparse.Namespace, benchmark: str, data: Path | None, task_ids: 
     # DSBench's task simplification (one call per task; --no-simplify skips it).
     policy = value = None
     if not args.ray or info.get("simplify"):
-        value = None if args.ray else load_value(args.value_model)
+        value = None if args.ray else load_value(args.value_model, dtype=args.value_dtype)
         try:
             policy = load_policy(args.llm)
         except PolicyError as exc:

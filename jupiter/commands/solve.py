@@ -25,6 +25,7 @@ from jupiter.commands.interrupts import EXIT_INTERRUPTED, StopSignals
 from jupiter.commands.search_args import (
     add_checkpoint_argument,
     add_search_arguments,
+    add_value_dtype_argument,
     add_value_model_argument,
     config_from_args,
     print_config,
@@ -68,6 +69,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="policy spec: default | replay:FILE.json | http://HOST:PORT/v1#model=NAME | "
                              "vllm:PATH | hf:PATH (default: the embedded model)")
     add_value_model_argument(parser)
+    add_value_dtype_argument(parser)
     add_search_arguments(parser, MODES)
     parser.add_argument("--data-dir", type=Path, default=None, help="folder holding the task's data files")
     parser.add_argument("--setup", type=Path, default=None, metavar="FILE.py",
@@ -189,7 +191,7 @@ def solve_local(args: argparse.Namespace) -> int:
     out = default_run_dir(args.out, task.id)
     folder = check_run_folder(out, force=args.force)  # before any model loads: a bad --out fails at once
     console_log.log_to(out)  # other programs' output ends in OUT/jupiter.log
-    value = load_value(args.value_model)
+    value = load_value(args.value_model, dtype=args.value_dtype)
     config, notes = _config(args, value is not None)
     if config.mode is Mode.COLLECT and task.label is None:
         raise TaskError(f"{args.task}: --mode collect needs a task with a label")

@@ -116,10 +116,11 @@ class _ScorerStub:
     """Stands in for value_model.ValueScorer (built by another package) to test the CLI's wiring only."""
 
     loaded_from = None
+    options: dict = {}
 
     @classmethod
-    def load(cls, path):
-        cls.loaded_from = path
+    def load(cls, path, **options):
+        cls.loaded_from, cls.options = path, options
         return cls()
 
     def evaluate(self, histories):
@@ -144,6 +145,23 @@ def test_value_model_makes_infer_value_guided(tmp_path, replay, monkeypatch, cap
     assert result["value_answer"] is not None
     assert any("value-model estimates" in note for note in result["notes"])
     assert _ScorerStub.loaded_from == tmp_path / "vm"
+    assert _ScorerStub.options == {"dtype": None}  # the device's dtype unless --value-dtype names one
+
+
+def test_value_dtype_reaches_the_scorer(tmp_path, replay, monkeypatch, capsys):
+    import types
+
+    module = types.ModuleType("value_model")
+    module.ValueScorer = _ScorerStub
+    monkeypatch.setitem(__import__("sys").modules, "value_model", module)
+    (tmp_path / "vm").mkdir()
+    code = main(["solve", str(EXAMPLE), "--llm", f"replay:{replay}", "--value-model", str(tmp_path / "vm"),
+                 "--value-dtype", "bfloat16", "--iterations", "2", "--out", str(tmp_path / "run"), "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    assert _ScorerStub.options == {"dtype": "bfloat16"}
+    with pytest.raises(SystemExit) as exit_info:
+        main(["solve", str(EXAMPLE), "--value-dtype", "float16"])
+    assert exit_info.value.code == 2 and "--value-dtype" in capsys.readouterr().err
 
 
 def test_value_model_package_without_scorer_exits_2(tmp_path, monkeypatch, capsys):
