@@ -1,4 +1,5 @@
-"""Policy backend running a Hugging Face causal LM with transformers, in this process (CPU by default).
+"""Policy backend running a Hugging Face causal LM with transformers, in this process (CPU by default;
+``#device=cuda`` runs it on a GPU, where vLLM is not installed).
 
 It is what ``default`` means: the embedded Gemma 3 270M (``jupiter.default_model``) needs no server, so
 ``jupiter solve`` works on a fresh CPU machine. One ``generate`` call runs the whole batch: prompts are left
@@ -12,8 +13,9 @@ of transformers' ``TopPLogitsWarper``), or, with ``#nucleus=engine``, transforme
 and ``TopPLogitsWarper``. Stop strings are applied to the decoded text:
 the text is cut at the first stop string and ``finish_reason`` becomes ``stop``.
 
-Randomness: each call seeds its own fork of torch's RNG (``torch.random.fork_rng``), from ``params.seed`` or
-fresh OS entropy, so a seeded call is reproducible and no call changes the process-wide RNG state.
+Randomness: each call seeds its own fork of torch's RNG (``torch.random.fork_rng``, the GPU's too on CUDA), from
+``params.seed`` or fresh OS entropy, so a seeded call is reproducible and no call changes the process-wide RNG
+state.
 """
 
 from __future__ import annotations
@@ -65,7 +67,9 @@ class HfConfig(ConfigModel):
             ``default``, ``default-base`` and adapter folders first (``jupiter.llm.model_dirs``).
         dtype: ``bfloat16`` (half the memory, what the default model is stored in) or ``float32``. None: what
             this CPU computes natively (``jupiter.llm.machine_dtype.cpu_dtype``: float32 without bfloat16
-            instructions, about twice as fast there).
+            instructions, about twice as fast there); bfloat16 on a GPU.
+        device: ``cpu`` (default), ``cuda`` or ``cuda:N``: where the model runs. Why: a GPU machine without vLLM
+            (the value-model script, scripts/value_model_gpu.sh) still generates there.
         template: ``gemma`` / ``chatml`` to force ``render_prompt`` with that template; None uses the
             tokenizer's chat template when it has one, else Gemma's.
         threads: torch intra-op threads; None leaves torch's setting alone.
@@ -80,12 +84,13 @@ class HfConfig(ConfigModel):
     template: TemplateName | None = None
     threads: PositiveInt | None = None
     nucleus: Nucleus = "window"
+    device: str = "cpu"
 
     @classmethod
     def from_spec(cls, target: str, options: Mapping[str, str], spec: str) -> HfConfig:
-        """From ``hf:PATH|default#dtype=...&template=...&threads=...&nucleus=window|engine``; errors name the
-        spec."""
-        known = {"dtype", "template", "threads", "nucleus"}
+        """From ``hf:PATH|default#dtype=...&template=...&threads=...&nucleus=window|engine&device=cpu|cuda``;
+        errors name the spec."""
+        known = {"dtype", "template", "threads", "nucleus", "device"}
         unknown = set(options) - known
         if unknown:
             raise PolicySpecError(f"policy spec {spec!r}: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -96,9 +101,25 @@ class HfConfig(ConfigModel):
                 template=options.get("template") or None,
                 threads=int(options["threads"]) if "threads" in options else None,
                 nucleus=options.get("nucleus", "window"),
+                device=_device(options.get("device", "cpu")),
             )
         except (PolicySpecError, ValueError) as exc:
             raise PolicySpecError(f"policy spec {spec!r}: {exc}") from None
+
+
+def _device(name: str) -> str:
+    """``name`` checked against this machine: a GPU that is not there is an error at load, not at the first call."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"device {name!r}: expected cpu, cuda or cuda:N") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (device.index or 0) >= count:
+            raise ValueError(f"device {name!r}: no such CUDA device ({count} available)")
+    elif device.type != "cpu":
+        raise ValueError(f"device {name!r}: expected cpu, cuda or cuda:N")
+    return str(device)
 
 
 class _RecordLogprobs(LogitsProcessor):
@@ -184,10 +205,14 @@ class HfPolicy(BasePolicy):
         self.nucleus = config.nucleus
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self.tokenizer.padding_side = "left"
-        self.dtype = config.dtype or cpu_dtype()
+        self.device = torch.device(config.device)
+        on_gpu = self.device.type == "cuda"
+        self.dtype = config.dtype or ("bfloat16" if on_gpu else cpu_dtype())
         if config.dtype is None and self.dtype == "float32":
             log.info("computing in float32: this CPU has no bfloat16 instructions (#dtype=bfloat16 forces it)")
-        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=_DTYPES[self.dtype]).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=_DTYPES[self.dtype])
+        self.model = self.model.to(self.device).eval()
+        self._rng_devices = [self.device.index or 0] if on_gpu else []
         self._template = template_by_name(config.template) if config.template else None
         pad = self.tokenizer.pad_token_id
         self._pad_id = pad if pad is not None else self.tokenizer.eos_token_id
@@ -202,6 +227,7 @@ class HfPolicy(BasePolicy):
         # transformers refuses num_return_sequences > 1 without sampling: greedy copies go in as repeated rows
         copies = params.n if params.greedy else 1
         batch = self.tokenizer([p for p in prompts for _ in range(copies)], return_tensors="pt", padding=True)
+        batch = batch.to(self.device)
         prompt_len = batch["input_ids"].shape[1]
         # each prompt once; transformers re-reads it for each of the n samples (num_return_sequences)
         prompt_tokens = int(batch["attention_mask"].sum()) // copies
@@ -218,13 +244,13 @@ class HfPolicy(BasePolicy):
             **sampling,
         )
         seed = params.seed if params.seed is not None else int.from_bytes(os.urandom(4), "little")
-        with torch.inference_mode(), torch.random.fork_rng(devices=[]):
+        with torch.inference_mode(), torch.random.fork_rng(devices=self._rng_devices):
             torch.manual_seed(seed)
             sequences = self.model.generate(
                 **batch, generation_config=generation, logits_processor=processors
             )
-        new_tokens = sequences[:, prompt_len:]
-        logprobs = recorder.finish(sequences, new_tokens.shape[1])
+        new_tokens = sequences[:, prompt_len:].cpu()
+        logprobs = recorder.finish(sequences, new_tokens.shape[1]).cpu()
         completions = [self._completion(new_tokens[row], logprobs[row], params) for row in range(new_tokens.shape[0])]
         lengths = [int(n) for n in batch["attention_mask"].sum(dim=1).tolist()][::copies]  # padding excluded
         return [[replace(c, prompt_tokens=lengths[i]) for c in completions[i * params.n : (i + 1) * params.n]]

@@ -37,6 +37,16 @@ def test_batch_shapes_seeds_and_logprobs(policy):
     assert stats.calls == 2 and stats.completions == 8 and stats.prompt_tokens > 0 and stats.seconds > 0
 
 
+def test_an_explicit_cpu_device_gives_the_same_samples():
+    params = SamplingParams(n=2, max_tokens=8, seed=5)
+    plain, on_cpu = load_policy("hf:default-base"), load_policy("hf:default-base#device=cpu")
+    try:
+        assert on_cpu.device.type == "cpu" and on_cpu.generate(HISTORIES, params) == plain.generate(HISTORIES, params)
+    finally:
+        plain.close()
+        on_cpu.close()
+
+
 def test_greedy_is_deterministic_and_length_is_reported(policy):
     params = SamplingParams(n=1, max_tokens=6, temperature=0, stop=("never-appears",))
     first = policy.generate(HISTORIES[1:], params)[0][0]

@@ -58,6 +58,16 @@ def test_local_spec_errors_name_the_path(tmp_path):
         load_policy(f"hf:{tmp_path}#colour=1")
 
 
+def test_transformers_device_is_checked_before_the_model_loads(tmp_path):
+    import torch
+
+    with pytest.raises(PolicySpecError, match="device 'tpu'"):
+        load_policy(f"hf:{tmp_path}#device=tpu")
+    missing = torch.cuda.device_count()  # one past the last GPU (cuda:0 on a machine without one)
+    with pytest.raises(PolicySpecError, match="no such CUDA device"):
+        load_policy(f"hf:{tmp_path}#device=cuda:{missing}")
+
+
 def test_missing_backend_package_is_named(monkeypatch):
     import sys
 
