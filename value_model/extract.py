@@ -7,6 +7,11 @@ are skipped — they say nothing about the model's path. We sample at most 4 cor
 ancestor of each sampled node, label each node with its own Q, and de-duplicate identical paths across trees
 (their visits and value sums are pooled).
 
+``ExtractConfig.target = "tree-centred"`` labels each node with its Q minus the mean Q of its tree's samples
+instead (a deliberate deviation from the paper, off by default). Why: the search compares values only within a
+tree (siblings in selection, a tree's answers in the value decision), and a model trained on raw Q learned
+which questions end well rather than which step of a question is right (data/value_model/curve/README.md).
+
 Nodes are read as plain dicts with the paper's fields (``tag, depth, messages, is_terminal, visit_count,
 value_sum, value``) — tags "0", "0.1", "0.1.2" define the parents — so both the paper's files and ours
 (which add ``status``, ``final_answer``, ``reward``, ...) are read without importing the search package.
@@ -22,9 +27,9 @@ import json
 import logging
 import random
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from jupiter.config_model import ConfigModel, Count
 from jupiter.prompts import Message, render_prompt
@@ -42,6 +47,7 @@ __all__ = [
     "node_q",
     "select_tags",
     "extract_samples",
+    "centre_per_tree",
     "write_samples",
     "read_samples",
 ]
@@ -71,6 +77,7 @@ class ExtractConfig(ConfigModel):
     max_wrong_if_no_correct: Count = 2
     seed: int = 0
     template: TemplateName = TemplateName.GEMMA
+    target: Literal["q", "tree-centred"] = "q"
 
 
 @dataclass(frozen=True)
@@ -252,12 +259,29 @@ def extract_samples(paths: Iterable[str | Path], config: ExtractConfig = Extract
                 pool.value_sum += float(node["value_sum"])
                 pool.sources.append(f"{path.name}#{tag}" if index == 0 else f"{path.name}:{index}#{tag}")
                 pool.is_terminal = pool.is_terminal or bool(node.get("is_terminal"))
-    return [
+    samples = [
         Sample(messages=p.messages, text=p.text, value=max(-1.0, min(1.0, p.value_sum / p.visits)),
                visits=p.visits, value_sum=p.value_sum, sources=tuple(p.sources), is_terminal=p.is_terminal,
                depth=p.depth)
         for p in pools.values()
     ]
+    return centre_per_tree(samples) if config.target == "tree-centred" else samples
+
+
+def _tree_of(sample: Sample) -> str:
+    """The tree a sample came from: the file (and index) of its first source, ``file#tag`` -> ``file``."""
+    return sample.sources[0].rsplit("#", 1)[0] if sample.sources else ""
+
+
+def centre_per_tree(samples: Sequence[Sample]) -> list[Sample]:
+    """Each sample's value minus the mean value of the samples of its tree, clipped to [-1, 1]; ``visits`` and
+    ``value_sum`` keep the raw statistics. A tree whose samples all end alike gives values near 0: it says nothing
+    about which of its steps is better."""
+    by_tree: dict[str, list[float]] = {}
+    for sample in samples:
+        by_tree.setdefault(_tree_of(sample), []).append(sample.value)
+    means = {tree: sum(values) / len(values) for tree, values in by_tree.items()}
+    return [replace(s, value=max(-1.0, min(1.0, s.value - means[_tree_of(s)]))) for s in samples]
 
 
 def write_samples(samples: Iterable[Sample], path: str | Path) -> int:

@@ -49,6 +49,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     ext.add_argument("--max-wrong", type=int, default=4, help="wrong terminals sampled per tree")
     ext.add_argument("--max-wrong-if-no-correct", type=int, default=2)
     ext.add_argument("--template", default="gemma", choices=["gemma", "chatml"], help="how paths are rendered")
+    ext.add_argument("--target", default="q", choices=["q", "tree-centred"],
+                     help="each node's label: its Q (the paper) or its Q minus the mean of its tree's samples")
     ext.set_defaults(handler=run_extract)
 
     tr = inner.add_parser("train", help="train LoRA + value head on extracted samples",
@@ -148,7 +150,7 @@ def run_extract(args: argparse.Namespace) -> int:
     try:
         config = ExtractConfig(max_correct=args.max_correct, max_wrong=args.max_wrong,
                                max_wrong_if_no_correct=args.max_wrong_if_no_correct, seed=args.seed,
-                               template=args.template)
+                               template=args.template, target=args.target)
         samples = extract_samples(args.trees, config)
     except (ConfigError, ExtractError) as exc:
         return _fail(str(exc))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import typing
 from pathlib import Path
 
 import nbformat
@@ -116,7 +117,7 @@ class _ScorerStub:
     """Stands in for value_model.ValueScorer (built by another package) to test the CLI's wiring only."""
 
     loaded_from = None
-    options: dict = {}
+    options: typing.ClassVar[dict] = {}
 
     @classmethod
     def load(cls, path, **options):

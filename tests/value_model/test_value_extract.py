@@ -71,6 +71,26 @@ def test_our_tree_gives_exactly_the_expected_samples(tmp_path: Path) -> None:
     assert list(by_tag["0.1.2"].messages) == [SYSTEM, TASK] + _step(1) + _answer("2")
 
 
+def test_tree_centred_targets_subtract_each_trees_own_mean(tmp_path: Path) -> None:
+    mixed, good = our_tree(), our_tree()
+    for node in good["nodes"]:  # another task, every answer right: root and 0.1 have Q +1, both answers +1
+        node["messages"][1] = {"role": "user", "content": "Task: mean of b?"}
+        if node["tag"] in ("0", "0.1", "0.1.2"):
+            node["value_sum"] = float(node["visit_count"])
+    (tmp_path / "mixed.json").write_text(json.dumps(mixed))
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    files = [tmp_path / "mixed.json", tmp_path / "good.json"]
+    raw = {s.sources[0]: s.value for s in extract_samples(files)}
+    centred = {s.sources[0]: s for s in extract_samples(files, ExtractConfig(target="tree-centred"))}
+    assert raw["good.json#0.1.1"] == 1.0 and centred["good.json#0.1.1"].value == pytest.approx(0.0)
+    assert centred["mixed.json#0.1.1"].value == 1.0 and centred["mixed.json#0.1.2"].value == -1.0  # mean 0
+    for tree in ("mixed.json", "good.json"):
+        values = [v for source, v in raw.items() if source.startswith(tree)]
+        for source in (s for s in raw if s.startswith(tree)):
+            assert centred[source].value == pytest.approx(raw[source] - sum(values) / len(values))
+    assert centred["good.json#0"].visits == 4 and centred["good.json#0"].value_sum == 4.0  # raw statistics kept
+
+
 def test_infrastructure_failures_are_recognised() -> None:
     assert is_infrastructure_failure({"status": "timeout", "messages": []})
     assert is_infrastructure_failure({"status": "memory_limit", "messages": []})
