@@ -13,13 +13,21 @@ from typing import IO
 
 import psutil
 
+from tests.ports import free_port
+
 RAY_CLI = [sys.executable, "-m", "ray.scripts.scripts"]
 
 
 def start_head(temp_dir: Path, port: int, env: dict[str, str], log: IO[str], *flags: str) -> subprocess.Popen:
-    """The head process (not yet ready: each test waits for what it needs)."""
+    """The head process (not yet ready: each test waits for what it needs).
+
+    Its dashboard agent gets a free port of its own: Ray's default (52365) is one fixed port for every node on the
+    machine, so a second head (another xdist worker's) finds it taken, its agent exits after a few bind retries, and
+    every `ray job submit` then fails with "No available agent to submit job" (seen in CI; reproduced by holding
+    52365 while this head starts)."""
     return subprocess.Popen(
         [*RAY_CLI, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
+         "--dashboard-agent-listen-port", str(free_port()),
          "--temp-dir", str(temp_dir), "--disable-usage-stats", *flags],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
