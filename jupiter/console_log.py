@@ -107,7 +107,12 @@ class _Router(io.TextIOBase):
         return self.console.fileno()
 
     def isatty(self) -> bool:
-        return self.console.isatty()
+        """False once the stream it was released to is closed: a library that kept the router (Ray's colorama
+        wrapper asks at exit) gets an answer, not a ValueError traceback."""
+        try:
+            return self.console.isatty()
+        except ValueError:
+            return False
 
     def writable(self) -> bool:
         return True

@@ -138,3 +138,21 @@ def test_a_benchmark_run_keeps_its_console_to_the_table_and_its_log_in_the_run_f
     assert again.returncode == 0, again.stderr
     assert "skipped 2 already done" in again.stdout
     assert (out / "jupiter.log").read_text().count("tcmalloc") == 2
+
+
+def test_a_router_kept_after_the_capture_answers_isatty_when_its_stream_is_closed(tmp_path: Path) -> None:
+    import io
+
+    from jupiter import console_log
+
+    stream = io.StringIO()
+    saved = sys.stdout
+    sys.stdout = stream
+    try:
+        with console_log.capture(tmp_path):
+            kept = sys.stdout  # what a library that wraps stdout at import holds on to
+    finally:
+        sys.stdout = saved
+    assert kept is not stream and kept.isatty() is False
+    stream.close()
+    assert kept.isatty() is False
