@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from jupiter.torch_device import DeviceError, check_device
 from value_model.config import ConfigError, ModelConfig
 from value_model.packing import PackedTree
 
@@ -70,18 +71,14 @@ def resolve_backbone(name: str | Path) -> str:
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
     """``device`` as a ``torch.device``; None: the GPU when there is one, else the CPU. A GPU asked for where
-    there is none is a ``ModelLoadError`` here, not an assertion deep inside torch once the weights load."""
+    there is none is a ``ModelLoadError`` here (``jupiter.torch_device``), not an assertion deep inside torch
+    once the weights load."""
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        chosen = torch.device(device)
-    except RuntimeError as exc:
-        raise ModelLoadError(f"device {device!r}: {exc}") from None
-    if chosen.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if (chosen.index or 0) >= count:
-            raise ModelLoadError(f"device {device}: no such CUDA device ({count} available)")
-    return chosen
+        return torch.device(check_device(str(device)))
+    except DeviceError as exc:
+        raise ModelLoadError(str(exc)) from None
 
 
 def pick_dtype(device: torch.device) -> torch.dtype:

@@ -32,12 +32,13 @@ from pathlib import Path
 
 import torch
 
+from jupiter.torch_device import DeviceError, parse_device
 from value_model.batches import EvalBatches, TrainingBatches, collate, plan_batches, tree_of
 from value_model.config import ModelConfig, TrainConfig
 from value_model.data import EncodedSample, encode_samples, sorted_batches
 from value_model.data import collate as pad_batch
 from value_model.extract import Sample
-from value_model.model import ModelLoadError, ValueModel, load_tokenizer, pick_device, resolve_backbone
+from value_model.model import ModelLoadError, ValueModel, load_tokenizer, resolve_backbone
 from value_model.trainer import (
     EpochMetrics,
     EpochStats,
@@ -150,11 +151,11 @@ def training_device(requested: str | None) -> torch.device:
     """The device ``Trainer`` will train on. On a GPU, the process is first restricted to the one asked for
     (``jupiter.sft.device.pin_training_device``): off the CPU ``Trainer`` always trains on ``cuda:0``, and over
     every visible GPU through ``DataParallel`` when it sees several."""
-    if requested is not None and pick_device_kind(requested) == "cpu":
-        return pick_device(requested)
-    from jupiter.sft.device import DeviceError, pin_training_device
+    from jupiter.sft.device import pin_training_device
 
     try:
+        if requested is not None and parse_device(requested)[0] == "cpu":
+            return torch.device("cpu")
         pinned = pin_training_device(requested or "cuda")
     except DeviceError as exc:
         raise ModelLoadError(str(exc)) from None
@@ -163,13 +164,6 @@ def training_device(requested: str | None) -> torch.device:
             return torch.device("cpu")
         raise ModelLoadError(f"device {requested}: no such CUDA device (0 available)")
     return torch.device(pinned)
-
-
-def pick_device_kind(requested: str) -> str:
-    try:
-        return torch.device(requested).type
-    except RuntimeError as exc:
-        raise ModelLoadError(f"device {requested!r}: {exc}") from None
 
 
 def train_value_model(samples: Sequence[Sample], model_config: ModelConfig, config: TrainConfig,

@@ -46,6 +46,7 @@ from jupiter.llm.nucleus import WINDOWS, filter_top_k_top_p_
 from jupiter.llm.rendering import ModelFolder, TemplateName, end_of_turn_ids, render_for_tokenizer, template_by_name
 from jupiter.llm.types import Completion, FinishReason, PolicySpecError, SamplingParams
 from jupiter.prompts import Message
+from jupiter.torch_device import check_device
 
 __all__ = ["HfConfig", "HfPolicy", "WindowedTopKTopP", "NUCLEUS_CHOICES"]
 
@@ -101,25 +102,10 @@ class HfConfig(ConfigModel):
                 template=options.get("template") or None,
                 threads=int(options["threads"]) if "threads" in options else None,
                 nucleus=options.get("nucleus", "window"),
-                device=_device(options.get("device", "cpu")),
+                device=check_device(options.get("device", "cpu")),
             )
         except (PolicySpecError, ValueError) as exc:
             raise PolicySpecError(f"policy spec {spec!r}: {exc}") from None
-
-
-def _device(name: str) -> str:
-    """``name`` checked against this machine: a GPU that is not there is an error at load, not at the first call."""
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ValueError(f"device {name!r}: expected cpu, cuda or cuda:N") from None
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if (device.index or 0) >= count:
-            raise ValueError(f"device {name!r}: no such CUDA device ({count} available)")
-    elif device.type != "cpu":
-        raise ValueError(f"device {name!r}: expected cpu, cuda or cuda:N")
-    return str(device)
 
 
 class _RecordLogprobs(LogitsProcessor):

@@ -11,24 +11,16 @@ and the only one: ``Trainer`` then does what was asked.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
+
+from jupiter.torch_device import DeviceError
+from jupiter.torch_device import parse_device as _parse_device
 
 __all__ = ["DeviceError", "parse_device", "visible_devices_for", "pin_training_device"]
 
-_DEVICE = re.compile(r"^(cpu|cuda)(?::(\d+))?$")
-
-
-class DeviceError(ValueError):
-    """A ``--device`` value that is malformed, or a GPU that cannot be selected any more in this process."""
-
-
 def parse_device(device: str) -> tuple[str, int | None]:
-    """``cpu`` → ("cpu", None), ``cuda`` → ("cuda", None), ``cuda:N`` → ("cuda", N); else DeviceError."""
-    match = _DEVICE.match(device.strip())
-    if match is None or (match.group(1) == "cpu" and match.group(2) is not None):
-        raise DeviceError(f"--device {device!r}: expected cpu, cuda or cuda:N")
-    return match.group(1), None if match.group(2) is None else int(match.group(2))
+    """``jupiter.torch_device.parse_device`` with the flag named as ``jupiter sft`` spells it."""
+    return _parse_device(device, "--device")
 
 
 def visible_devices_for(device: str, environ: Mapping[str, str]) -> str | None:
