@@ -244,6 +244,11 @@ class ValueModel(nn.Module):
             hidden_sum = hidden_sum + start.hidden_sum
         return PrefixState(out.past_key_values, hidden_sum, length, _cache_nbytes(out.past_key_values))
 
+    def value_of(self, state: PrefixState) -> torch.Tensor:
+        """The value [1] of the whole path ``state`` encodes: its mean-pooled last hidden states through the head,
+        the number ``forward`` gives on that path alone."""
+        return self.head(state.hidden_sum / state.length)
+
     def forward_suffixes(self, prefix: PrefixState, suffixes: torch.Tensor, suffix_mask: torch.Tensor
                          ) -> torch.Tensor:
         """Values of B paths that all start with the tokens ``prefix`` encodes, each followed by its own suffix

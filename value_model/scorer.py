@@ -11,8 +11,10 @@ clamped into [-1, 1] or replaced by a number: the search treats NaN as "no estim
 counted (``CacheStats.invalid``) and not cached.
 
 Work is shared below the value cache too: paths of one call that begin alike run their common beginning once,
-and that beginning's keys and values are kept for later calls (``value_model.prefix_cache``), so a node's
-children continue from its path instead of running it again.
+and that beginning's keys and values are kept for later calls (``value_model.prefix_cache``). With
+``keep_paths`` (the default) every scored path is kept as well, so a node's children continue from the node's
+own whole path, which ran when the node was scored: each token of a tree runs once. Without it, siblings run as
+one padded batch after their common beginning, and a node's own turn runs again when its children are scored.
 
 The class has a plain constructor, so it can also be a Ray actor: ``ray.remote(ValueScorer).remote(dir)``.
 """
@@ -32,7 +34,7 @@ import torch
 from jupiter.prompts import Message
 from jupiter.sft.config import Dtype
 from value_model.data import collate, shared_prefix_groups, sorted_batches
-from value_model.model import ValueModel, load_tokenizer, pick_device
+from value_model.model import PrefixState, ValueModel, load_tokenizer, pick_device
 from value_model.prefix_cache import DEFAULT_PREFIX_CACHE_MB, PrefixCache
 from value_model.truncate import path_key, prepare_path
 
@@ -58,7 +60,8 @@ class ValueScorer:
     def __init__(self, model_dir: str | Path, device: str | None = None, batch_size: int = 8,
                  cache_size: int = 100_000, backbone: str | None = None, sort_by_length: bool = True,
                  share_prefix: bool = True, min_shared_tokens: int = 32,
-                 prefix_cache_mb: float = DEFAULT_PREFIX_CACHE_MB, dtype: str | None = None) -> None:
+                 prefix_cache_mb: float = DEFAULT_PREFIX_CACHE_MB, dtype: str | None = None,
+                 keep_paths: bool = True) -> None:
         if batch_size <= 0:
             raise ValueError(f"ValueScorer.batch_size: must be > 0, got {batch_size!r}")
         if cache_size < 0:
@@ -82,6 +85,7 @@ class ValueScorer:
         self.sort_by_length = sort_by_length
         self.share_prefix = share_prefix
         self.min_shared_tokens = max(1, min_shared_tokens)
+        self.keep_paths = keep_paths
         self._cache_size = cache_size
         self.prefix_cache = PrefixCache(int(prefix_cache_mb * 2**20))
         self._prefix_tokens_reused = 0
@@ -142,6 +146,8 @@ class ValueScorer:
         expansion below a child continues from its parent's path, and a lone path whose beginning is kept runs
         only past it.
         """
+        if self.keep_paths and self.share_prefix and self.prefix_cache.budget_bytes > 0:
+            return self._score_keeping_paths(sequences)
         values = [0.0] * len(sequences)
         if self.share_prefix:
             groups, rest = shared_prefix_groups(sequences, self.batch_size, self.min_shared_tokens)
@@ -171,6 +177,31 @@ class ValueScorer:
             self._tokens_run += int(mask.sum())
             self._keep(values, batch, self.model(input_ids.to(self.device), mask.to(self.device)))
         return values
+
+    def _score_keeping_paths(self, sequences: Sequence[Sequence[int]]) -> list[float]:
+        """``score_token_ids`` with every path kept: a group's common beginning runs once (and is kept), then each
+        path continues alone from the longest kept beginning of it (the group's, or its parent node's whole path
+        from an earlier call) and is kept in turn. One path at a time, so no padding runs and each path's keys
+        and values are its own to keep (a padded batch's would hold the padding inside Gemma 3's window)."""
+        values = [0.0] * len(sequences)
+        groups, _ = shared_prefix_groups(sequences, self.batch_size, self.min_shared_tokens)
+        for shared, members in groups:
+            self._encoded(sequences[members[0]][:shared])
+        for i, sequence in enumerate(sequences):
+            state = self._encoded(sequence)
+            self._keep(values, [i], self.model.value_of(state))
+        return values
+
+    def _encoded(self, tokens: Sequence[int]) -> PrefixState:
+        """``tokens`` through the backbone from their longest kept beginning; the result kept (when finite)."""
+        start = self.prefix_cache.longest(tokens, len(tokens))
+        done = 0 if start is None else start.length
+        self._prefix_tokens_reused += done
+        state = self.model.encode_prefix(torch.tensor(list(tokens), dtype=torch.long, device=self.device), start)
+        self._tokens_run += len(tokens) - done
+        if state is not start and bool(torch.isfinite(state.hidden_sum).all()):
+            self.prefix_cache.add(tokens, state)
+        return state
 
     def _kept_singles(self, sequences: Sequence[Sequence[int]], rest: Sequence[int]) -> list[tuple[int, list[int]]]:
         """Groups of one for the paths in ``rest`` whose beginning an earlier call encoded (a node's parent path,

@@ -1,15 +1,18 @@
-"""Value scoring of a real run's trees, asked for the way the batched search asks: kept beginnings off and on.
+"""Value scoring of a real run's trees, asked for the way the batched search asks: kept beginnings off, on, and
+every scored path kept.
 
     python benchmarks/perf/value_replay.py RUN --model VALUE_MODEL [--in-flight 20] [--trees N] [--device cpu]
 
 RUN is a ``jupiter bench`` run folder made with ``--value-model``: its ``trees/*.json`` hold the nodes the value
 model scored. The replay keeps ``--in-flight`` trees going, as the batched driver does; each round is one value
 call with every in-flight tree's next expansion (the children of one node), and a finished tree makes room for
-the next. The same calls run twice on one loaded model, with the value cache off: once with no beginnings kept
-across calls (``prefix_cache_mb=0``: each call shares its groups' common beginnings only), once with the default
-``PrefixCache``. Prints one JSON object: per pass the seconds, the tokens the paths hold and the tokens run,
-and the largest difference between the two passes' values (the cache changes no value). A progress bar per pass
-goes to stderr.
+the next. The same calls run three times on one loaded model, with the value cache off: with no beginnings kept
+across calls (``prefix_cache_mb=0``: each call shares its groups' common beginnings only); with the default
+``PrefixCache`` holding the groups' beginnings (``keep_paths=False``: siblings run as one padded batch); and with
+every scored path kept as well (``keep_paths=True``, the default: a node's children continue from its own path).
+Prints one JSON object: per pass the seconds, the tokens the paths hold and the tokens run, and the largest
+difference between any pass's values and the first's (keeping changes no value). A progress bar per pass goes to
+stderr.
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ def main() -> int:
     parser.add_argument("--in-flight", type=int, default=20, help="trees advanced together (the run's concurrency)")
     parser.add_argument("--trees", type=int, default=None, help="replay only the first N trees")
     parser.add_argument("--device", default=None)
+    parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
+                        help="the backbone's precision (as --value-dtype)")
     args = parser.parse_args()
 
     import torch
@@ -76,30 +81,32 @@ def main() -> int:
     from value_model.truncate import prepare_path
 
     calls = rounds(expansions(args.run, args.trees), args.in_flight)
-    scorer = ValueScorer.load(args.model, device=args.device, cache_size=0)
+    scorer = ValueScorer.load(args.model, device=args.device, cache_size=0, dtype=args.dtype)
     tokens = sum(len(prepare_path(h, scorer.tokenizer, scorer.config.max_tokens, scorer.template).input_ids)
                  for call in calls for h in call)
     passes, values = [], []
-    for budget in (0, scorer.prefix_cache.budget_bytes):
+    kept_budget = scorer.prefix_cache.budget_bytes
+    for budget, keep_paths in ((0, False), (kept_budget, False), (kept_budget, True)):
         scorer.clear_cache()
-        scorer.prefix_cache.budget_bytes = budget
+        scorer.prefix_cache.budget_bytes, scorer.keep_paths = budget, keep_paths
         before = scorer.cache_stats()
         start = time.perf_counter()
-        label = f"replay, {round(budget / 2**20)} MiB kept"
+        label = f"replay, {round(budget / 2**20)} MiB kept{', every path' if keep_paths else ''}"
         progress = tqdm(calls, desc=label, unit="call", file=sys.stderr)
         values.append([v for call in progress for v in scorer.evaluate(call)])
         seconds = time.perf_counter() - start
         after = scorer.cache_stats()
-        passes.append({"prefix_cache_mb": round(budget / 2**20), "seconds": round(seconds, 1),
+        passes.append({"prefix_cache_mb": round(budget / 2**20), "keep_paths": keep_paths, "seconds": round(seconds, 1),
                        "tokens_run": after.tokens_run - before.tokens_run,
                        "prefix_tokens_reused": after.prefix_tokens_reused - before.prefix_tokens_reused,
                        "prefixes_kept": after.prefixes})
-    passes[1]["speedup"] = round(passes[0]["seconds"] / passes[1]["seconds"], 2)
+    for later in passes[1:]:
+        later["speedup"] = round(passes[0]["seconds"] / later["seconds"], 2)
     report = {"benchmark": "value_replay", "run": str(args.run), "device": str(scorer.device),
               "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
               "load_average_1m": round(os.getloadavg()[0], 2), "calls": len(calls),
               "states": sum(len(c) for c in calls), "path_tokens": tokens, "passes": passes,
-              "max_abs_diff": max(abs(a - b) for a, b in zip(*values))}
+              "max_abs_diff": max(abs(a - b) for other in values[1:] for a, b in zip(values[0], other))}
     print(json.dumps(report))
     return 0
 

@@ -161,10 +161,9 @@ def test_paths_sharing_a_prefix_score_as_whole_paths(scorer) -> None:
     assert len({round(v, 5) for v in whole}) == len(whole)
 
 
-def test_a_later_call_continues_from_the_path_an_earlier_call_encoded(scorer) -> None:
-    """Three expansions of one tree, one call each: the children's common beginning is kept, the next call's
-    children start from it, and a lone grandchild runs only its own turn; every value is the whole path's,
-    past the sliding window too, and a kept beginning is not changed by being used."""
+def _three_expansions() -> list[list[list[int]]]:
+    """The calls of three expansions of one tree (a 600-token task, 100-token children, 80-token grandchildren,
+    one 60-token great-grandchild), then the grandchildren again."""
     generator = torch.Generator().manual_seed(1)
 
     def turn(first: int, n: int) -> list[int]:  # distinct first tokens: siblings diverge at once
@@ -174,20 +173,40 @@ def test_a_later_call_continues_from_the_path_an_earlier_call_encoded(scorer) ->
     children = [task + turn(5001 + i, 100) for i in range(3)]
     grandchildren = [children[0] + turn(5101 + i, 80) for i in range(3)]
     lone = [grandchildren[1] + turn(5201, 60)]
-    calls = [children, grandchildren, lone, grandchildren]
+    return [children, grandchildren, lone, grandchildren]
+
+
+def _replay(scorer, calls, keep_paths: bool) -> tuple[list, list[int], list[int]]:
+    """Each call's values, and the tokens it reused from kept beginnings and ran, from an empty cache."""
+    scorer.keep_paths = keep_paths
+    scorer.clear_cache()
+    kept, reused, run = [], [], []
     try:
-        scorer.share_prefix = False
-        whole = [scorer.score_token_ids(call) for call in calls]
-        scorer.share_prefix = True
-        scorer.clear_cache()
-        kept, reused, run = [], [], []
         for call in calls:
             before = scorer.cache_stats()
             kept.append(scorer.score_token_ids(call))
             reused.append(scorer.cache_stats().prefix_tokens_reused - before.prefix_tokens_reused)
             run.append(scorer.cache_stats().tokens_run - before.tokens_run)
     finally:
+        scorer.keep_paths = True
+    return kept, reused, run
+
+
+def _whole_paths(scorer, calls) -> list:
+    try:
+        scorer.share_prefix = False
+        return [scorer.score_token_ids(call) for call in calls]
+    finally:
         scorer.share_prefix = True
+
+
+def test_a_later_call_continues_from_the_path_an_earlier_call_encoded(scorer) -> None:
+    """``keep_paths=False``: the children's common beginning is kept, the next call's children start from it,
+    and a lone grandchild runs only its own turn; every value is the whole path's, past the sliding window too,
+    and a kept beginning is not changed by being used."""
+    calls = _three_expansions()
+    whole = _whole_paths(scorer, calls)
+    kept, reused, run = _replay(scorer, calls, keep_paths=False)
     for values, expected in zip(kept, whole):
         assert values == pytest.approx(expected, abs=1e-5)
     # from nothing; from the task's 600 tokens; from the grandchildren's parent path (700 tokens); the
@@ -195,6 +214,19 @@ def test_a_later_call_continues_from_the_path_an_earlier_call_encoded(scorer) ->
     assert reused == [0, 600, 700, 700]
     assert run == [600 + 3 * 100, 100 + 3 * 80, 60 + 80, 3 * 80]  # each token once, apart from call 3's parent turn
     assert scorer.cache_stats().prefixes == 2
+
+
+def test_with_every_scored_path_kept_each_token_of_a_tree_runs_once(scorer) -> None:
+    """``keep_paths`` (the default): every scored path is kept, so a node's children continue from the node's own
+    path and no turn runs twice; a path asked for again runs nothing. The values are the whole paths'."""
+    calls = _three_expansions()
+    whole = _whole_paths(scorer, calls)
+    kept, reused, run = _replay(scorer, calls, keep_paths=True)
+    for values, expected in zip(kept, whole):
+        assert values == pytest.approx(expected, abs=1e-5)
+    assert run == [600 + 3 * 100, 3 * 80, 60, 0]
+    assert reused == [3 * 600, 700 + 3 * 700, 780, 700 + 3 * 780]
+    assert scorer.cache_stats().prefixes == 1 + 3 + 3 + 1  # the task, the children, the grandchildren, the lone one
 
 
 def test_kept_beginnings_are_bounded_in_bytes_and_found_by_longest_match() -> None:
@@ -383,28 +415,41 @@ def test_training_in_bfloat16_on_a_cpu_keeps_the_head_in_full_precision(backbone
         assert math.isfinite(float(loaded(ids, torch.ones_like(ids))[0]))
 
 
-def test_a_non_finite_value_comes_out_as_nan_and_is_not_cached(scorer, monkeypatch) -> None:
-    """A NaN (or infinite) model output must never reach the search as a number: NaN out, every time."""
+@pytest.mark.parametrize("keep_paths", [True, False])
+def test_a_non_finite_value_comes_out_as_nan_and_is_not_cached(scorer, monkeypatch, keep_paths) -> None:
+    """A NaN (or infinite) model output must never reach the search as a number: NaN out, every time, whether
+    the paths run one by one from kept beginnings (``value_of``) or as whole padded batches (``forward``)."""
     import math
 
-    real_forward = scorer.model.forward
+    bad = iter([float("nan"), float("inf")])  # clamp would turn the infinity into 1.0
+    real_value_of, real_forward = scorer.model.value_of, scorer.model.forward
 
-    def broken(input_ids, attention_mask):
+    def broken_value_of(state):
+        value = real_value_of(state).clone()
+        value[0] = next(bad, value[0].item())
+        return value
+
+    def broken_forward(input_ids, attention_mask):
         values = real_forward(input_ids, attention_mask).clone()
         values[0] = float("nan")
         if len(values) > 1:
-            values[1] = float("inf")  # clamp would turn this into 1.0
+            values[1] = float("inf")
         return values
 
     scorer.clear_cache()
     size_before, invalid_before = scorer.cache_stats().size, scorer.cache_stats().invalid
-    monkeypatch.setattr(scorer.model, "forward", broken)
+    if keep_paths:
+        monkeypatch.setattr(scorer.model, "value_of", broken_value_of)
+    else:
+        monkeypatch.setattr(scorer.model, "forward", broken_forward)
+        monkeypatch.setattr(scorer, "keep_paths", False)
     scorer.batch_size = 8
     values = scorer.evaluate(HISTORIES)  # one batch, longest path first
     assert sum(math.isnan(v) for v in values) == 2
     assert all(-1.0 <= v <= 1.0 for v in values if not math.isnan(v))
     stats = scorer.cache_stats()
     assert stats.invalid - invalid_before == 2 and stats.size - size_before == 2  # the NaNs are not cached
+    bad = iter([float("nan"), float("inf")])
     again = scorer.evaluate(HISTORIES)
     assert [math.isnan(v) for v in again] == [math.isnan(v) for v in values]
     monkeypatch.undo()
