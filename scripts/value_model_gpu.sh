@@ -13,7 +13,8 @@
 #      K 3, depth 10, 3 consecutive errors), iterations cut to ITERATIONS, the policy LLM (default: transformers
 #      on DEVICE, since a GPU machine may lack vLLM; LLM=vllm:default where vLLM is installed is faster);
 #   3. `jupiter value extract` on the new trees, joined to the shipped samples (the first SHIPPED of them;
-#      SHIPPED=0 leaves them out);
+#      SHIPPED=0 leaves them out); TARGET=tree-centred labels each node with its Q minus its tree's mean
+#      (`extract --target`), the shipped trees then extracted again the same way;
 #   4. `jupiter value train` (the paper profile, tree packs; bfloat16 on a GPU; MAX_STEPS cuts it);
 #   5. `jupiter value rank` on the dev trees (data/value_model/dev-trees, never trained on) or RANK_RUN.
 # Every step resumes: the bench run from its checkpoints, the training from its checkpoints, and a step whose
@@ -32,6 +33,7 @@ MAX_TOKENS=${MAX_TOKENS:-384}
 CONCURRENCY=${CONCURRENCY:-20}
 LLM=${LLM:-"hf:default#device=$DEVICE"}
 SHIPPED=${SHIPPED:-all}
+TARGET=${TARGET:-q}
 MAX_STEPS=${MAX_STEPS:-}
 TRAIN_TOKENS=${TRAIN_TOKENS:-8000}
 RANK_RUN=${RANK_RUN:-}
@@ -72,11 +74,21 @@ collect() {
 }
 
 samples() {
-  "$JUPITER" value extract "$OUT"/collect/trees/*.json -o "$OUT/new-samples.jsonl" --seed 0
+  "$JUPITER" value extract "$OUT"/collect/trees/*.json -o "$OUT/new-samples.jsonl" --seed 0 --target "$TARGET"
   local shipped="$OUT/shipped-samples.jsonl"
   : >"$shipped"
   if [ "$SHIPPED" != 0 ]; then
-    for part in "$REPO"/data/value_model/vm5-part*/samples.jsonl.gz; do gzip -dc "$part"; done >"$shipped.all"
+    if [ "$TARGET" = q ]; then
+      for part in "$REPO"/data/value_model/vm5-part*/samples.jsonl.gz; do gzip -dc "$part"; done >"$shipped.all"
+    else  # the shipped samples hold raw Q: their trees are extracted again (data/value_model/curve/README.md)
+      : >"$shipped.all"
+      for part in "$REPO"/data/value_model/vm5-part*/; do
+        local trees="$OUT/shipped-trees/$(basename "$part")"
+        mkdir -p "$trees" && tar xzf "$part/trees.tar.gz" -C "$trees"
+        "$JUPITER" value extract "$trees"/trees/*.json -o "$trees.jsonl" --seed 0 --target "$TARGET"
+        cat "$trees.jsonl" >>"$shipped.all"
+      done
+    fi
     if [ "$SHIPPED" = all ]; then mv "$shipped.all" "$shipped"; else head -n "$SHIPPED" "$shipped.all" >"$shipped"; fi
     rm -f "$shipped.all"
   fi
