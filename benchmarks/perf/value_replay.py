@@ -6,12 +6,14 @@ every scored path kept.
 RUN is a ``jupiter bench`` run folder made with ``--value-model``: its ``trees/*.json`` hold the nodes the value
 model scored. The replay keeps ``--in-flight`` trees going, as the batched driver does; each round is one value
 call with every in-flight tree's next expansion (the children of one node), and a finished tree makes room for
-the next. The same calls run three times on one loaded model, with the value cache off: with no beginnings kept
+the next. The same calls run up to four times on one loaded model, with the value cache off: with no beginnings kept
 across calls (``prefix_cache_mb=0``: each call shares its groups' common beginnings only); with the default
 ``PrefixCache`` holding the groups' beginnings (``keep_paths=False``: siblings run as one padded batch); and with
-every scored path kept as well (``keep_paths=True``, the default: a node's children continue from its own path).
-Prints one JSON object: per pass the seconds, the tokens the paths hold and the tokens run, and the largest
-difference between any pass's values and the first's (keeping changes no value). A progress bar per pass goes to
+every scored path kept as well (``keep_paths=True``, the default: a node's children continue from its own path),
+first with the LoRA adapters run apart from the backbone (``merge_lora=False``), then merged into it (the default).
+``--passes`` picks some of the four (``none,groups,paths-apart,paths``). Prints one JSON object: per pass the
+seconds, the tokens the paths hold and the tokens run, and the largest difference between any pass's values and
+the first's (keeping changes no value; merging changes float rounding only). A progress bar per pass goes to
 stderr.
 """
 
@@ -62,6 +64,11 @@ def rounds(trees: list[list[list[dict]]], in_flight: int) -> list[list[list[dict
     return calls
 
 
+#: name -> (beginnings kept across calls, every scored path kept, LoRA merged into the backbone)
+PASSES = {"none": (False, False, True), "groups": (True, False, True), "paths-apart": (True, True, False),
+          "paths": (True, True, True)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print one JSON object (the only output mode)")
@@ -72,7 +79,12 @@ def main() -> int:
     parser.add_argument("--device", default=None)
     parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
                         help="the backbone's precision (as --value-dtype)")
+    parser.add_argument("--passes", default=",".join(PASSES),
+                        help=f"comma-separated, in this order: {','.join(PASSES)} (default: all)")
     args = parser.parse_args()
+    chosen = [name.strip() for name in args.passes.split(",") if name.strip()]
+    if not chosen or any(name not in PASSES for name in chosen):
+        parser.error(f"--passes: names from {','.join(PASSES)}, got {args.passes!r}")
 
     import torch
     from tqdm import tqdm
@@ -86,17 +98,25 @@ def main() -> int:
                  for call in calls for h in call)
     passes, values = [], []
     kept_budget = scorer.prefix_cache.budget_bytes
-    for budget, keep_paths in ((0, False), (kept_budget, False), (kept_budget, True)):
+    for name in [n for n in PASSES if n in chosen]:
+        kept, keep_paths, merged = PASSES[name]
+        budget = kept_budget if kept else 0
         scorer.clear_cache()
         scorer.prefix_cache.budget_bytes, scorer.keep_paths = budget, keep_paths
+        if merged:
+            scorer.model.peft_model.merge_adapter()  # a no-op when merged already
+        else:
+            scorer.model.peft_model.unmerge_adapter()
         before = scorer.cache_stats()
         start = time.perf_counter()
-        label = f"replay, {round(budget / 2**20)} MiB kept{', every path' if keep_paths else ''}"
+        label = f"replay, {name}: {round(budget / 2**20)} MiB kept{', every path' if keep_paths else ''}" + \
+            ("" if merged else ", LoRA apart")
         progress = tqdm(calls, desc=label, unit="call", file=sys.stderr)
         values.append([v for call in progress for v in scorer.evaluate(call)])
         seconds = time.perf_counter() - start
         after = scorer.cache_stats()
-        passes.append({"prefix_cache_mb": round(budget / 2**20), "keep_paths": keep_paths, "seconds": round(seconds, 1),
+        passes.append({"pass": name, "prefix_cache_mb": round(budget / 2**20), "keep_paths": keep_paths,
+                       "merge_lora": merged, "seconds": round(seconds, 1),
                        "tokens_run": after.tokens_run - before.tokens_run,
                        "prefix_tokens_reused": after.prefix_tokens_reused - before.prefix_tokens_reused,
                        "prefixes_kept": after.prefixes})
@@ -106,7 +126,7 @@ def main() -> int:
               "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
               "load_average_1m": round(os.getloadavg()[0], 2), "calls": len(calls),
               "states": sum(len(c) for c in calls), "path_tokens": tokens, "passes": passes,
-              "max_abs_diff": max(abs(a - b) for other in values[1:] for a, b in zip(values[0], other))}
+              "max_abs_diff": max((abs(a - b) for other in values[1:] for a, b in zip(values[0], other)), default=0.0)}
     print(json.dumps(report))
     return 0
 

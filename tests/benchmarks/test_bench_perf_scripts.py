@@ -118,11 +118,16 @@ def test_value_replay_runs_a_runs_calls_with_and_without_kept_beginnings(tmp_pat
         tmp_path / "model")
     result = _run("value_replay.py", str(tmp_path / "run"), "--model", str(tmp_path / "model"), "--in-flight", "2")
     assert (result["calls"], result["states"]) == (3, 18)  # 3 expansions of 2 trees a call, 3 children each
-    without, kept, every = result["passes"]
-    assert [p["keep_paths"] for p in result["passes"]] == [False, False, True]
+    without, kept, apart, every = result["passes"]
+    assert [p["keep_paths"] for p in result["passes"]] == [False, False, True, True]
+    assert [p["merge_lora"] for p in result["passes"]] == [True, True, False, True]
     assert without["prefix_tokens_reused"] == 0 and kept["prefix_tokens_reused"] > 0
     assert every["tokens_run"] < kept["tokens_run"] < without["tokens_run"] < result["path_tokens"]
+    assert apart["tokens_run"] == every["tokens_run"]  # merging changes how a token runs, not which
     assert result["max_abs_diff"] < 1e-4 and kept["speedup"] > 0 and every["speedup"] > 0
+    only = _run("value_replay.py", str(tmp_path / "run"), "--model", str(tmp_path / "model"), "--in-flight", "2",
+                "--passes", "paths")
+    assert [p["pass"] for p in only["passes"]] == ["paths"] and only["max_abs_diff"] == 0.0
 
 
 @pytest.mark.slow

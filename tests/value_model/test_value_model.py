@@ -108,6 +108,23 @@ def test_a_scorer_in_bfloat16_scores_close_to_float32(trained, scorer) -> None:
         ValueScorer.load(trained[3], device="cpu", dtype="float16")
 
 
+def test_a_scorer_with_merged_adapters_scores_as_the_unmerged_model(trained, scorer) -> None:
+    """``merge_lora`` (the default) folds the LoRA weights into the backbone (PEFT's ``merge_adapter``): every
+    adapted projection runs as one matmul, and the values stay those of the adapters run apart."""
+    from peft.tuners.lora import LoraLayer
+
+    from value_model.scorer import ValueScorer
+
+    apart = ValueScorer.load(trained[3], device="cpu", batch_size=8, merge_lora=False)
+    layers = [m for m in scorer.model.modules() if isinstance(m, LoraLayer)]
+    assert layers and all(m.merged for m in layers)
+    assert not any(m.merged for m in apart.model.modules() if isinstance(m, LoraLayer))
+    scorer.clear_cache()
+    merged = scorer.evaluate(HISTORIES)
+    assert merged == pytest.approx(apart.evaluate(HISTORIES), abs=1e-5)
+    assert max(merged) - min(merged) > 1e-4  # the trained adapters and head tell these paths apart
+
+
 def test_save_then_load_gives_identical_scores(trained, scorer) -> None:
     from value_model.data import collate
     from value_model.truncate import prepare_path
