@@ -20,7 +20,7 @@ The LoRA adapters are merged into the backbone's weights at load (``merge_lora``
 scorer never trains, and unmerged, each of the default model's 126 adapted projections runs two more small matmuls
 and three more ops on every forward. Merged, a forward is the plain backbone's: the same values up to float
 rounding (fp32: within 1e-5; bf16 rounds the merged weights, about 1e-3 on a value) for less time a scored node
-(docs/value_model.md, "Scoring cost").
+(docs/value_model.md, "LoRA merged").
 
 The class has a plain constructor, so it can also be a Ray actor: ``ray.remote(ValueScorer).remote(dir)``.
 """
