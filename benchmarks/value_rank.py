@@ -54,6 +54,7 @@ class KindReport:
     within_tree_auc: float | None
     pairs: int
     mixed_trees: int  # trees holding both a right and a wrong node of this kind
+    within_tree_interval: tuple[float, float] | None = None  # 95 % bootstrap over those trees
 
 
 def auc(values: Sequence[float], right: Sequence[bool]) -> float | None:
@@ -108,23 +109,42 @@ def rank_trees(trees: dict[str, Tree], labels: dict[str, dict[str, Any]], score:
     return ranked, picks
 
 
-def kind_report(nodes: Iterable[RankedNode], kind: str) -> KindReport:
-    """AUC over all nodes of ``kind`` and within trees."""
+def kind_report(nodes: Iterable[RankedNode], kind: str, resamples: int = 2000, seed: int = 0) -> KindReport:
+    """AUC over all nodes of ``kind`` and within trees, with a 95 % interval for the latter.
+
+    The interval resamples the mixed trees (questions) with replacement, ``resamples`` times: a run has only a dozen
+    or so of them, so it says whether two models' within-question AUCs, or one and a target, are told apart."""
     chosen = [n for n in nodes if n.kind == kind]
     by_tree: dict[str, list[RankedNode]] = {}
     for n in chosen:
         by_tree.setdefault(n.tree, []).append(n)
-    wins = 0.0
-    pairs = mixed = 0
+    per_tree: list[tuple[float, int]] = []  # (within-tree AUC, pairs) of each mixed tree
     for group in by_tree.values():
         within = auc([n.value for n in group], [n.right for n in group])
-        if within is None:
-            continue
-        size = sum(n.right for n in group) * sum(not n.right for n in group)
-        wins, pairs, mixed = wins + within * size, pairs + size, mixed + 1
+        if within is not None:
+            per_tree.append((within, sum(n.right for n in group) * sum(not n.right for n in group)))
+    pairs = sum(size for _, size in per_tree)
     overall = auc([n.value for n in chosen], [n.right for n in chosen])
     return KindReport(kind, len(chosen), sum(n.right for n in chosen), None if overall is None else round(overall, 4),
-                      round(wins / pairs, 4) if pairs else None, pairs, mixed)
+                      round(_pair_weighted(per_tree), 4) if pairs else None, pairs, len(per_tree),
+                      _bootstrap_interval(per_tree, resamples, seed) if pairs else None)
+
+
+def _pair_weighted(per_tree: Sequence[tuple[float, int]]) -> float:
+    return sum(value * size for value, size in per_tree) / sum(size for _, size in per_tree)
+
+
+def _bootstrap_interval(per_tree: Sequence[tuple[float, int]], resamples: int, seed: int) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of the pair-weighted AUC over trees drawn with replacement."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    values = np.array([value for value, _ in per_tree])
+    sizes = np.array([size for _, size in per_tree], dtype=float)
+    draws = rng.integers(0, len(per_tree), size=(resamples, len(per_tree)))
+    means = (values[draws] * sizes[draws]).sum(axis=1) / sizes[draws].sum(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return round(float(low), 4), round(float(high), 4)
 
 
 def run_trees(run: Path) -> dict[str, Tree]:

@@ -13,6 +13,7 @@ Heavy imports (torch, transformers, peft) happen inside the handlers, so ``jupit
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -122,6 +123,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     help="'jupiter bench dabench' run folders of a tree search (their trees/ are scored)")
     rk.add_argument("--data", type=Path, default=None, help="DABench folder (default: the shared benchmarks' copy)")
     rk.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    rk.add_argument("--nodes-out", type=Path, default=None,
+                    help="also write each scored node (tree, tag, kind, right, value) as JSONL here, to compare "
+                         "models or recompute the AUCs without scoring again")
     rk.add_argument("--batch-size", type=int, default=8)
     rk.add_argument("--device", default=None)
     rk.add_argument("--backbone", default=None, help="override the backbone path stored with the model")
@@ -274,6 +278,8 @@ def run_rank(args: argparse.Namespace) -> int:
     from benchmarks.paths import default_data_dir
     from benchmarks.value_rank import KINDS, kind_report, rank_trees, run_trees
 
+    if args.nodes_out is not None:
+        check_output_file(args.nodes_out, "--nodes-out")
     try:
         data = load_dabench(args.data if args.data is not None else default_data_dir("dabench"))
         trees = {}
@@ -302,16 +308,21 @@ def run_rank(args: argparse.Namespace) -> int:
 
         nodes, picks = rank_trees(trees, labels, score)
     seconds = round(time.perf_counter() - started, 3)
+    if args.nodes_out is not None:
+        with args.nodes_out.open("w", encoding="utf-8") as out:
+            out.writelines(json.dumps(dataclasses.asdict(node)) + "\n" for node in nodes)
     reports = [kind_report(nodes, kind) for kind in KINDS]
     if args.json:
         print(json.dumps({"model": str(args.model), "runs": [str(r) for r in args.runs],
                           "kinds": [vars(r) for r in reports], "decisions": picks, "scoring_seconds": seconds,
                           "scored_nodes": len(nodes)}))
         return 0
-    print("| nodes | scored | right | AUC | AUC within a question | pairs | questions with both |")
+    print("| nodes | scored | right | AUC | AUC within a question (95 % interval) | pairs | questions with both |")
     print("|---|---|---|---|---|---|---|")
     for r in reports:
-        print(f"| {r.kind} | {r.nodes} | {r.right} | {r.auc} | {r.within_tree_auc} | {r.pairs} | {r.mixed_trees} |")
+        interval = f" ({r.within_tree_interval[0]}-{r.within_tree_interval[1]})" if r.within_tree_interval else ""
+        print(f"| {r.kind} | {r.nodes} | {r.right} | {r.auc} | {r.within_tree_auc}{interval} | {r.pairs} "
+              f"| {r.mixed_trees} |")
     print(f"\n{picks['trees_answered']} trees answered, a right answer in {picks['any_right']}; the vote is right in "
           f"{picks['vote_right']}, the highest estimate in {picks['value_right']}")
     return 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.value_rank import auc, kind_report, rank_trees
+from benchmarks.value_rank import RankedNode, auc, kind_report, rank_trees
 from jupiter.cli import main
 from jupiter.task import Task
 from search.tree import NodeStatus, TerminalReason, Tree
@@ -91,6 +91,25 @@ def test_a_model_that_orders_questions_but_not_nodes_scores_chance_within(monkey
     assert live.within_tree_auc == 0.5 and live.auc > 0.5
 
 
+def _node(tree: str, right: bool, value: float) -> RankedNode:
+    return RankedNode(tree, "t", "answer", right, value)
+
+
+def test_the_within_question_interval_spans_how_much_the_questions_disagree():
+    one_question = [_node("a", True, 0.9), _node("a", False, 0.1)]
+    report = kind_report(one_question, "answer")
+    assert report.within_tree_auc == 1.0 and report.within_tree_interval == (1.0, 1.0)
+    # four questions ordered right (one pair each) and four ordered wrong: the mean is 0.5, resamples range widely
+    mixed = [n for q in range(8) for n in (_node(f"q{q}", True, 0.9 if q < 4 else 0.1),
+                                           _node(f"q{q}", False, 0.5))]
+    report = kind_report(mixed, "answer")
+    low, high = report.within_tree_interval
+    assert report.within_tree_auc == 0.5 and low < 0.3 and high > 0.7
+    assert kind_report(mixed, "answer").within_tree_interval == (low, high)  # seeded: the same again
+    # a question with no wrong answer adds no pair and no width
+    assert kind_report(one_question + [_node("b", True, 0.2)], "answer").within_tree_interval == (1.0, 1.0)
+
+
 def _bench_data(folder: Path) -> Path:
     (folder / "tables").mkdir(parents=True)
     (folder / "tables" / "t.csv").write_text("x\n1\n")
@@ -117,6 +136,39 @@ def test_the_command_ranks_a_run_folder(tmp_path: Path, monkeypatch, capsys):
     kinds = {k["kind"]: k for k in report["kinds"]}
     assert kinds["answer"]["within_tree_auc"] == 1.0 and kinds["live"]["nodes"] == 3
     assert report["decisions"]["value_right"] == 1 and report["decisions"]["vote_right"] == 0
+    assert kinds["answer"]["within_tree_interval"] == [1.0, 1.0]
+
+
+def test_the_command_writes_each_scored_node_when_asked(tmp_path: Path, monkeypatch, capsys):
+    run = tmp_path / "mcts-s0"
+    for tree_id, tree in _trees().items():
+        save_tree(tree, run / "trees" / f"{tree_id}.json")
+
+    class Scorer:
+        def evaluate(self, histories):
+            return _reply_score(histories)
+
+    monkeypatch.setattr("value_model.scorer.ValueScorer.load", lambda *args, **kwargs: Scorer())
+    data = _bench_data(tmp_path / "dabench")
+    out = tmp_path / "nodes.jsonl"
+    assert main(["value", "rank", str(tmp_path), str(run), "--data", str(data), "--nodes-out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 7 and set(rows[0]) == {"tree", "tag", "kind", "right", "value"}
+    answers = sorted((r["value"], r["right"]) for r in rows if r["kind"] == "answer" and r["tree"] == "mcts-s0/1")
+    assert answers == [(0.2, False), (0.3, False), (0.8, True)]
+    assert "(1.0-1.0)" in capsys.readouterr().out  # the table's interval column
+
+
+def test_a_nodes_out_path_that_is_a_folder_fails_before_any_scoring(tmp_path: Path, monkeypatch, capsys):
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the output path was checked")
+
+    monkeypatch.setattr("value_model.scorer.ValueScorer.load", no_load)
+    data = _bench_data(tmp_path / "dabench")
+    (tmp_path / "run" / "trees").mkdir(parents=True)
+    assert main(["value", "rank", str(tmp_path), str(tmp_path / "run"), "--data", str(data),
+                 "--nodes-out", str(tmp_path)]) == 2
+    assert "--nodes-out" in capsys.readouterr().err
 
 
 def test_a_folder_without_trees_is_named(tmp_path: Path, capsys):
