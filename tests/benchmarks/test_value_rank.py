@@ -120,7 +120,8 @@ def _bench_data(folder: Path) -> Path:
     return folder
 
 
-def test_the_command_ranks_a_run_folder(tmp_path: Path, monkeypatch, capsys):
+def _run_with_reply_scorer(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    """A saved run of the two questions' trees, benchmark data for them, and a scorer that reads the reply."""
     run = tmp_path / "mcts-s0"
     for tree_id, tree in _trees().items():
         save_tree(tree, run / "trees" / f"{tree_id}.json")
@@ -130,7 +131,11 @@ def test_the_command_ranks_a_run_folder(tmp_path: Path, monkeypatch, capsys):
             return _reply_score(histories)
 
     monkeypatch.setattr("value_model.scorer.ValueScorer.load", lambda *args, **kwargs: Scorer())
-    data = _bench_data(tmp_path / "dabench")
+    return run, _bench_data(tmp_path / "dabench")
+
+
+def test_the_command_ranks_a_run_folder(tmp_path: Path, monkeypatch, capsys):
+    run, data = _run_with_reply_scorer(tmp_path, monkeypatch)
     assert main(["value", "rank", str(tmp_path), str(run), "--data", str(data), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     kinds = {k["kind"]: k for k in report["kinds"]}
@@ -140,16 +145,7 @@ def test_the_command_ranks_a_run_folder(tmp_path: Path, monkeypatch, capsys):
 
 
 def test_the_command_writes_each_scored_node_when_asked(tmp_path: Path, monkeypatch, capsys):
-    run = tmp_path / "mcts-s0"
-    for tree_id, tree in _trees().items():
-        save_tree(tree, run / "trees" / f"{tree_id}.json")
-
-    class Scorer:
-        def evaluate(self, histories):
-            return _reply_score(histories)
-
-    monkeypatch.setattr("value_model.scorer.ValueScorer.load", lambda *args, **kwargs: Scorer())
-    data = _bench_data(tmp_path / "dabench")
+    run, data = _run_with_reply_scorer(tmp_path, monkeypatch)
     out = tmp_path / "nodes.jsonl"
     assert main(["value", "rank", str(tmp_path), str(run), "--data", str(data), "--nodes-out", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
