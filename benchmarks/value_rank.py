@@ -135,15 +135,20 @@ def _pair_weighted(per_tree: Sequence[tuple[float, int]]) -> float:
 
 
 def _bootstrap_interval(per_tree: Sequence[tuple[float, int]], resamples: int, seed: int) -> tuple[float, float]:
-    """The 2.5th and 97.5th percentiles of the pair-weighted AUC over trees drawn with replacement."""
+    """The 2.5th and 97.5th percentiles of the pair-weighted AUC over trees drawn with replacement (SciPy's
+    percentile bootstrap, each tree's AUC drawn with its pair count); one mixed tree has nothing to resample."""
+    if len(per_tree) == 1:
+        return round(per_tree[0][0], 4), round(per_tree[0][0], 4)
     import numpy as np
+    from scipy.stats import bootstrap
 
-    rng = np.random.default_rng(seed)
-    values = np.array([value for value, _ in per_tree])
-    sizes = np.array([size for _, size in per_tree], dtype=float)
-    draws = rng.integers(0, len(per_tree), size=(resamples, len(per_tree)))
-    means = (values[draws] * sizes[draws]).sum(axis=1) / sizes[draws].sum(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
+    def pair_weighted(values: np.ndarray, sizes: np.ndarray, axis: int = -1) -> np.ndarray:
+        return (values * sizes).sum(axis=axis) / sizes.sum(axis=axis)
+
+    data = (np.array([value for value, _ in per_tree]), np.array([size for _, size in per_tree], dtype=float))
+    result = bootstrap(data, pair_weighted, paired=True, vectorized=True, n_resamples=resamples,
+                       method="percentile", confidence_level=0.95, rng=np.random.default_rng(seed))
+    low, high = result.confidence_interval
     return round(float(low), 4), round(float(high), 4)
 
 
