@@ -54,7 +54,7 @@ class KindReport:
     within_tree_auc: float | None
     pairs: int
     mixed_trees: int  # trees holding both a right and a wrong node of this kind
-    within_tree_interval: tuple[float, float] | None = None  # 95 % bootstrap over those trees
+    within_tree_interval: tuple[float, float] | None = None  # 95 % bootstrap over those trees' questions
 
 
 def auc(values: Sequence[float], right: Sequence[bool]) -> float | None:
@@ -112,40 +112,46 @@ def rank_trees(trees: dict[str, Tree], labels: dict[str, dict[str, Any]], score:
 def kind_report(nodes: Iterable[RankedNode], kind: str, resamples: int = 2000, seed: int = 0) -> KindReport:
     """AUC over all nodes of ``kind`` and within trees, with a 95 % interval for the latter.
 
-    The interval resamples the mixed trees (questions) with replacement, ``resamples`` times: a run has only a dozen
-    or so of them, so it says whether two models' within-question AUCs, or one and a target, are told apart."""
+    The interval resamples the questions that hold a mixed tree, with replacement, ``resamples`` times: a run has
+    only a dozen or so of them, so it says whether two models' within-question AUCs, or one and a target, are told
+    apart. Trees of one question from several runs (``run/id``, as ``jupiter value rank`` names them) are drawn
+    together, since a question's trees share its data and its label."""
     chosen = [n for n in nodes if n.kind == kind]
     by_tree: dict[str, list[RankedNode]] = {}
     for n in chosen:
         by_tree.setdefault(n.tree, []).append(n)
-    per_tree: list[tuple[float, int]] = []  # (within-tree AUC, pairs) of each mixed tree
-    for group in by_tree.values():
+    per_tree: dict[str, tuple[float, int]] = {}  # (within-tree AUC, pairs) of each mixed tree
+    for tree, group in by_tree.items():
         within = auc([n.value for n in group], [n.right for n in group])
         if within is not None:
-            per_tree.append((within, sum(n.right for n in group) * sum(not n.right for n in group)))
-    pairs = sum(size for _, size in per_tree)
+            per_tree[tree] = (within, sum(n.right for n in group) * sum(not n.right for n in group))
+    pairs = sum(size for _, size in per_tree.values())
+    by_question: dict[str, list[tuple[float, int]]] = {}
+    for tree, value in per_tree.items():
+        by_question.setdefault(tree.rsplit("/", 1)[-1], []).append(value)
+    per_question = [(_pair_weighted(group), sum(size for _, size in group)) for group in by_question.values()]
     overall = auc([n.value for n in chosen], [n.right for n in chosen])
     return KindReport(kind, len(chosen), sum(n.right for n in chosen), None if overall is None else round(overall, 4),
-                      round(_pair_weighted(per_tree), 4) if pairs else None, pairs, len(per_tree),
-                      _bootstrap_interval(per_tree, resamples, seed) if pairs else None)
+                      round(_pair_weighted(list(per_tree.values())), 4) if pairs else None, pairs, len(per_tree),
+                      _bootstrap_interval(per_question, resamples, seed) if pairs else None)
 
 
-def _pair_weighted(per_tree: Sequence[tuple[float, int]]) -> float:
-    return sum(value * size for value, size in per_tree) / sum(size for _, size in per_tree)
+def _pair_weighted(aucs: Sequence[tuple[float, int]]) -> float:
+    return sum(value * size for value, size in aucs) / sum(size for _, size in aucs)
 
 
-def _bootstrap_interval(per_tree: Sequence[tuple[float, int]], resamples: int, seed: int) -> tuple[float, float]:
-    """The 2.5th and 97.5th percentiles of the pair-weighted AUC over trees drawn with replacement (SciPy's
-    percentile bootstrap, each tree's AUC drawn with its pair count); one mixed tree has nothing to resample."""
-    if len(per_tree) == 1:
-        return round(per_tree[0][0], 4), round(per_tree[0][0], 4)
+def _bootstrap_interval(per_question: Sequence[tuple[float, int]], resamples: int, seed: int) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of the pair-weighted AUC over questions drawn with replacement (SciPy's
+    percentile bootstrap, each question's AUC drawn with its pair count); one question has nothing to resample."""
+    if len(per_question) == 1:
+        return round(per_question[0][0], 4), round(per_question[0][0], 4)
     import numpy as np
     from scipy.stats import bootstrap
 
     def pair_weighted(values: np.ndarray, sizes: np.ndarray, axis: int = -1) -> np.ndarray:
         return (values * sizes).sum(axis=axis) / sizes.sum(axis=axis)
 
-    data = (np.array([value for value, _ in per_tree]), np.array([size for _, size in per_tree], dtype=float))
+    data = (np.array([value for value, _ in per_question]), np.array([size for _, size in per_question], dtype=float))
     result = bootstrap(data, pair_weighted, paired=True, vectorized=True, n_resamples=resamples,
                        method="percentile", confidence_level=0.95, rng=np.random.default_rng(seed))
     low, high = result.confidence_interval

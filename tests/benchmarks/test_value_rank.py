@@ -110,6 +110,16 @@ def test_the_within_question_interval_spans_how_much_the_questions_disagree():
     assert kind_report(one_question + [_node("b", True, 0.2)], "answer").within_tree_interval == (1.0, 1.0)
 
 
+def test_trees_of_one_question_from_two_runs_are_resampled_together():
+    mixed = [n for q in range(8) for n in (_node(f"q{q}", True, 0.9 if q < 4 else 0.1), _node(f"q{q}", False, 0.5))]
+    one_run = kind_report(mixed, "answer")
+    # the same trees again as a second seed's run: twice the trees, but no more questions to tell the AUC by
+    two_runs = [RankedNode(f"{run}/{n.tree}", n.tag, n.kind, n.right, n.value) for run in ("s0", "s1") for n in mixed]
+    report = kind_report(two_runs, "answer")
+    assert report.mixed_trees == 16 and report.pairs == 16 and report.within_tree_auc == 0.5
+    assert report.within_tree_interval == one_run.within_tree_interval
+
+
 def _bench_data(folder: Path) -> Path:
     (folder / "tables").mkdir(parents=True)
     (folder / "tables" / "t.csv").write_text("x\n1\n")
