@@ -15,17 +15,22 @@ expands only where its estimates are high, so the right answers it finds lie und
 
 from __future__ import annotations
 
+import gzip
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from benchmarks.dabench import dabench_correct
+from jupiter.config_model import ConfigModel, Flag
 from search.decide import decide
 from search.tree import Node, NodeStatus, Tree
 from search.tree_io import load_tree
 
-__all__ = ["KINDS", "KindReport", "RankedNode", "auc", "kind_report", "rank_trees", "run_trees"]
+__all__ = ["KINDS", "KindReport", "RankedNode", "auc", "kind_report", "rank_trees", "read_ranked_nodes", "run_trees"]
 
 KINDS = ("answer", "live")
 Scorer = Callable[[list[list[dict[str, Any]]]], list[float]]
@@ -164,3 +169,46 @@ def run_trees(run: Path) -> dict[str, Tree]:
     if not folder.is_dir():
         raise FileNotFoundError(f"{run}: no trees/ folder (is it a tree-search `jupiter bench dabench` run?)")
     return {path.stem: load_tree(path) for path in sorted(folder.glob("*.json"))}
+
+
+class _NodeRow(ConfigModel):
+    """One row of a ``--nodes-out`` file, validated (strict: ``"1"`` is not a value, ``1`` is not ``right``)."""
+
+    tree: Annotated[str, Field(strict=True)]
+    tag: Annotated[str, Field(strict=True)]
+    kind: Literal["answer", "live"]
+    right: Flag
+    value: Annotated[float, Field(strict=True, allow_inf_nan=False)]
+
+
+def read_ranked_nodes(path: Path) -> list[RankedNode]:
+    """The nodes a ``jupiter value rank --nodes-out`` file holds (JSONL, gzipped when it ends in ``.gz``), to
+    report them again or beside another run's without scoring again.
+
+    Raises ValueError naming the file, the line and the bad field."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as lines:
+            return _ranked_nodes(path, lines)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _ranked_nodes(path: Path, lines: Iterable[str]) -> list[RankedNode]:
+    """Validate each row (pydantic, strict); a bad one raises ValueError naming the line and field."""
+    nodes = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not a JSON object")
+            node = _NodeRow(**row)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number}: not a 'jupiter value rank --nodes-out' row: {exc}") from None
+        nodes.append(RankedNode(node.tree, node.tag, node.kind, node.right, node.value))
+    return nodes
+

@@ -1,10 +1,11 @@
-"""``jupiter value extract|train|score|rank``: build a value-model training set from trees, train, score states,
+"""``jupiter value extract|train|score|rank|auc``: build a value-model training set from trees, train, score states,
 and measure how well a model orders the nodes of DABench trees it never saw.
 
     jupiter value extract TREES... -o train.jsonl
     jupiter value train train.jsonl --base default --out DIR
     jupiter value score DIR states.jsonl [-o scores.jsonl]
-    jupiter value rank DIR RUN... [--json]
+    jupiter value rank DIR RUN... [--json] [--nodes-out nodes.jsonl]
+    jupiter value auc nodes.jsonl... [--json]
 
 Heavy imports (torch, transformers, peft) happen inside the handlers, so ``jupiter value extract`` and
 ``--help`` stay fast. Bad input exits with code 2 and one line naming the file or field.
@@ -18,6 +19,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jupiter.commands.helpformat import HelpFormatter
 from jupiter.commands.search_args import flag_message
@@ -32,6 +34,9 @@ from value_model.config import (
     train_profile,
 )
 from value_model.extract import ExtractConfig, ExtractError, extract_samples, read_samples, write_samples
+
+if TYPE_CHECKING:
+    from benchmarks.value_rank import KindReport
 
 __all__ = ["add_parser"]
 
@@ -132,6 +137,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     rk.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
                     help="backbone precision (default: bfloat16 on a GPU, float32 on a CPU)")
     rk.set_defaults(handler=run_rank)
+
+    au = inner.add_parser("auc", help="the AUCs of estimates saved by 'jupiter value rank --nodes-out', no model",
+                          description="Report the AUCs (over all nodes and within a question, with the 95 % "
+                                      "interval) of the node estimates that 'jupiter value rank --nodes-out' saved: "
+                                      "one file again, or several runs' files together (a question's trees from "
+                                      "several runs are resampled together), without loading a model.",
+                          formatter_class=HelpFormatter)
+    au.add_argument("nodes", type=Path, nargs="+", help="--nodes-out files (.jsonl, or .jsonl.gz)")
+    au.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    au.set_defaults(handler=run_auc)
     parser.set_defaults(handler=lambda args: parser.print_help() or 2)
 
 
@@ -317,15 +332,41 @@ def run_rank(args: argparse.Namespace) -> int:
                           "kinds": [vars(r) for r in reports], "decisions": picks, "scoring_seconds": seconds,
                           "scored_nodes": len(nodes)}))
         return 0
+    _print_reports(reports)
+    print(f"\n{picks['trees_answered']} trees answered, a right answer in {picks['any_right']}; the vote is right in "
+          f"{picks['vote_right']}, the highest estimate in {picks['value_right']}")
+    return 0
+
+
+def run_auc(args: argparse.Namespace) -> int:
+    from benchmarks.value_rank import KINDS, kind_report, read_ranked_nodes
+
+    try:
+        nodes = [node for path in args.nodes for node in read_ranked_nodes(path)]
+    except (OSError, ValueError) as exc:
+        return _fail(str(exc))
+    seen: set[tuple[str, str]] = set()
+    for node in nodes:  # one file given twice would count its questions twice and narrow the interval
+        if (node.tree, node.tag) in seen:
+            return _fail(f"node {node.tag} of tree {node.tree} is in the nodes twice: is a file given twice, or two "
+                         "runs of one folder name?")
+        seen.add((node.tree, node.tag))
+    reports = [kind_report(nodes, kind) for kind in KINDS]
+    if args.json:
+        print(json.dumps({"nodes_files": [str(p) for p in args.nodes], "kinds": [vars(r) for r in reports],
+                          "nodes": len(nodes)}))
+    else:
+        _print_reports(reports)
+    return 0
+
+
+def _print_reports(reports: list[KindReport]) -> None:
     print("| nodes | scored | right | AUC | AUC within a question (95 % interval) | pairs | questions with both |")
     print("|---|---|---|---|---|---|---|")
     for r in reports:
         interval = f" ({r.within_tree_interval[0]}-{r.within_tree_interval[1]})" if r.within_tree_interval else ""
         print(f"| {r.kind} | {r.nodes} | {r.right} | {r.auc} | {r.within_tree_auc}{interval} | {r.pairs} "
               f"| {r.mixed_trees} |")
-    print(f"\n{picks['trees_answered']} trees answered, a right answer in {picks['any_right']}; the vote is right in "
-          f"{picks['vote_right']}, the highest estimate in {picks['value_right']}")
-    return 0
 
 
 def _echoed(record: dict) -> dict:

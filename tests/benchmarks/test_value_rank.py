@@ -1,4 +1,5 @@
-"""``jupiter value rank``: how well a value model orders the nodes of saved DABench trees within a question.
+"""``jupiter value rank`` and ``auc``: how well a value model orders the nodes of saved DABench trees within a
+question.
 
 The AUCs and decisions on hand-made trees with a scorer that reads the reply (its logic, exactly), then the
 command on a run folder: its JSON, and a clear error for a folder that is not a tree run. The slow value-model
@@ -7,6 +8,7 @@ test (tests/value_model/test_value_cli.py) ranks with a real trained model.
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -164,6 +166,39 @@ def test_the_command_writes_each_scored_node_when_asked(tmp_path: Path, monkeypa
     assert answers == [(0.2, False), (0.3, False), (0.8, True)]
     assert "(1.0-1.0)" in capsys.readouterr().out  # the table's interval column
 
+
+
+def test_saved_nodes_are_reported_again_without_a_model_and_two_runs_together(tmp_path: Path, monkeypatch, capsys):
+    run, data = _run_with_reply_scorer(tmp_path, monkeypatch)
+    out = tmp_path / "nodes.jsonl"
+    assert main(["value", "rank", str(tmp_path), str(run), "--data", str(data), "--nodes-out", str(out),
+                 "--json"]) == 0
+    ranked = json.loads(capsys.readouterr().out)["kinds"]
+    monkeypatch.setattr("value_model.scorer.ValueScorer.load", lambda *a, **k: pytest.fail("a model was loaded"))
+    assert main(["value", "auc", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kinds"] == ranked  # the same report as the scoring run's
+    # a second seed's run of the same questions, gzipped: its trees are its own, its questions the same
+    second = tmp_path / "nodes-s1.jsonl.gz"
+    with gzip.open(second, "wt") as f:
+        f.writelines(line.replace('"mcts-s0/', '"mcts-s1/') + "\n" for line in out.read_text().splitlines())
+    assert main(["value", "auc", str(out), str(second), "--json"]) == 0
+    answer = next(k for k in json.loads(capsys.readouterr().out)["kinds"] if k["kind"] == "answer")
+    assert answer["mixed_trees"] == 2 * next(k for k in ranked if k["kind"] == "answer")["mixed_trees"]
+
+
+def test_saved_nodes_given_twice_or_malformed_are_named(tmp_path: Path, capsys):
+    good = tmp_path / "nodes.jsonl"
+    good.write_text(json.dumps({"tree": "r/1", "tag": "0", "kind": "answer", "right": True, "value": 0.5}) + "\n")
+    assert main(["value", "auc", str(good), str(good)]) == 2
+    assert "twice" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text() + json.dumps({"tree": "r/1", "tag": "1", "kind": "leaf", "right": 1,
+                                                  "value": "0.2"}) + "\n")
+    assert main(["value", "auc", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.jsonl:2" in err and "kind" in err and "right" in err and "value" in err
+    assert main(["value", "auc", str(tmp_path / "absent.jsonl")]) == 2
+    assert "absent.jsonl: cannot read it" in capsys.readouterr().err
 
 def test_a_nodes_out_path_that_is_a_folder_fails_before_any_scoring(tmp_path: Path, monkeypatch, capsys):
     def no_load(*args, **kwargs):
