@@ -1,6 +1,7 @@
 """Every value model the repository holds (the learning curve's under data/value_model/curve, the one that ships
 as ``--value-model default``) holds its weights, tracked by git: a folder with only its config and metrics is a
-model nobody can load, which a .gitignore rule once made of two of them without a word."""
+model nobody can load, which a .gitignore rule once made of two of them without a word. The rankings shipped beside
+the curve's models are what their saved node estimates give."""
 
 from __future__ import annotations
 
@@ -70,3 +71,22 @@ def test_value_model_default_loads_the_shipped_model_and_scores_real_states(back
     values = scorer.evaluate([row["messages"] for row in rows])
     assert len(values) == 3 and all(math.isfinite(v) and -1.0 <= v <= 1.0 for v in values)
     assert len({round(v, 6) for v in values}) > 1
+
+
+NODE_FILES = sorted(REPO.glob("data/value_model/curve/*/nodes-dev-trees*.jsonl.gz"))
+
+
+@pytest.mark.parametrize("nodes_file", NODE_FILES, ids=[str(f.relative_to(REPO)) for f in NODE_FILES])
+def test_a_shipped_ranking_is_what_its_saved_node_estimates_give(nodes_file: Path) -> None:
+    """The curve's AUC figures (its README, docs/benchmarks.md) come back from the saved estimates, without a model."""
+    import json
+
+    from benchmarks.value_rank import KINDS, kind_report, read_ranked_nodes
+
+    report = nodes_file.with_name(nodes_file.name.replace("nodes-", "rank-").replace(".jsonl.gz", ".json"))
+    shipped = {k["kind"]: k for k in json.loads(report.read_text())["kinds"]}
+    nodes = read_ranked_nodes(nodes_file)
+    for kind in KINDS:
+        again = vars(kind_report(nodes, kind))
+        again["within_tree_interval"] = list(again["within_tree_interval"])
+        assert again == shipped[kind], (nodes_file.name, kind)
