@@ -211,4 +211,3 @@ def _ranked_nodes(path: Path, lines: Iterable[str]) -> list[RankedNode]:
             raise ValueError(f"{path}:{number}: not a 'jupiter value rank --nodes-out' row: {exc}") from None
         nodes.append(RankedNode(node.tree, node.tag, node.kind, node.right, node.value))
     return nodes
-

@@ -343,7 +343,7 @@ def run_auc(args: argparse.Namespace) -> int:
 
     try:
         nodes = [node for path in args.nodes for node in read_ranked_nodes(path)]
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:  # read_ranked_nodes names the file (an unreadable one too)
         return _fail(str(exc))
     seen: set[tuple[str, str]] = set()
     for node in nodes:  # one file given twice would count its questions twice and narrow the interval
